@@ -1,0 +1,14 @@
+"""Agents: each supplies init, act and update; the training loop owns everything else."""
+
+from ajax_tune.agents.base import Agent, Clock, Rollout
+from ajax_tune.agents.ppo import PPO, PPOConfig
+
+AGENTS = {"ppo": (PPO, PPOConfig)}
+
+
+def make_agent(name: str, config, observation_space, action_space):
+    agent_cls, _ = AGENTS[name]
+    return agent_cls(config, observation_space, action_space)
+
+
+__all__ = ["AGENTS", "Agent", "Clock", "PPO", "PPOConfig", "Rollout", "make_agent"]

@@ -1,0 +1,38 @@
+"""PPO hyperparameters, each marked static (fixes shapes: changing it rebuilds the program) or
+traced (an array in the training state: Tune may change it between calls for free)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ajax_tune.agents.networks import ACTIVATIONS
+from ajax_tune.fields import ConfigError, static, traced, validate
+from ajax_tune.schedules import Schedule
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOConfig:
+    num_envs: int = static(16, ge=1, doc="envs stepped in lock-step per seed")
+    unroll_length: int = static(128, ge=1, doc="steps per env between updates")
+    num_minibatches: int = static(4, ge=1)
+    update_epochs: int = static(4, ge=1)
+    hidden_sizes: tuple[int, ...] = static((64, 64), ge=1, doc="widths of the policy and value MLPs")
+    activation: str = static("tanh", choices=tuple(ACTIVATIONS))
+    normalize_observations: bool = static(True, doc="brax running statistics on observations")
+    normalize_rewards: bool = static(False, doc="scale rewards by the std of the discounted return")
+    lr: Schedule = traced(Schedule(kind="constant", peak=3e-4), doc="learning-rate schedule")
+    ent_coef: float = traced(0.01, ge=0.0)
+    vf_coef: float = traced(0.5, ge=0.0)
+    clip_eps: float = traced(0.2, gt=0.0)
+    gamma: float = traced(0.99, ge=0.0, le=1.0)
+    gae_lambda: float = traced(0.95, ge=0.0, le=1.0)
+    max_grad_norm: float = traced(0.5, gt=0.0)
+
+    def __post_init__(self):
+        validate(self, "agent")
+        batch = self.num_envs * self.unroll_length
+        if batch % self.num_minibatches:
+            raise ConfigError(
+                f"agent.num_minibatches ({self.num_minibatches}) must divide num_envs * unroll_length "
+                f"({self.num_envs} * {self.unroll_length} = {batch})"
+            )

@@ -1,0 +1,62 @@
+"""Generalised advantage estimation and the clipped PPO objective."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def gae(reward, value, next_value, terminated, truncated, gamma, lam):
+    """Advantages and value targets for `[T, N]` transitions.
+
+    `next_value[t]` is the value of the true successor of step t. A termination cuts the
+    bootstrap (the successor is worth nothing); a truncation keeps it (the episode was only
+    stopped). Either way the episode ends there, so no advantage flows back across it.
+    Post-done steps carry all-false flags and are masked by the caller; since they only follow a
+    done step, they never leak into the advantages of real steps.
+    """
+    not_terminal = 1.0 - terminated.astype(jnp.float32)
+    continues = 1.0 - (terminated | truncated).astype(jnp.float32)
+    delta = reward + gamma * next_value * not_terminal - value
+
+    def backward(next_adv, xs):
+        delta_t, continues_t = xs
+        adv = delta_t + gamma * lam * continues_t * next_adv
+        return adv, adv
+
+    _, advantages = jax.lax.scan(backward, jnp.zeros_like(delta[0]), (delta, continues), reverse=True)
+    return advantages, advantages + value
+
+
+def masked_mean(x, mask):
+    return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+
+def ppo_loss(params, batch, hp, key, policy_fn, value_fn, dist):
+    """The clipped surrogate, value regression and entropy bonus over one minibatch."""
+    mask = batch["mask"]
+    logits = policy_fn(params["policy"], batch["obs"])
+    log_prob = dist.log_prob(logits, batch["action"])
+    log_ratio = log_prob - batch["log_prob"]
+    ratio = jnp.exp(log_ratio)
+
+    adv = batch["advantage"]
+    mean = masked_mean(adv, mask)
+    std = jnp.sqrt(masked_mean((adv - mean) ** 2, mask))
+    adv = (adv - mean) / (std + 1e-8)
+    clipped = jnp.clip(ratio, 1.0 - hp["clip_eps"], 1.0 + hp["clip_eps"])
+    policy_loss = masked_mean(-jnp.minimum(ratio * adv, clipped * adv), mask)
+
+    value = value_fn(params["value"], batch["obs"])
+    value_loss = masked_mean(0.5 * (value - batch["target"]) ** 2, mask)
+    entropy = masked_mean(dist.entropy(logits, key), mask)
+
+    total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
+    metrics = {
+        "loss/policy": policy_loss,
+        "loss/value": value_loss,
+        "loss/entropy": entropy,
+        "loss/approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
+        "loss/clip_fraction": masked_mean((jnp.abs(ratio - 1.0) > hp["clip_eps"]).astype(jnp.float32), mask),
+    }
+    return total, metrics

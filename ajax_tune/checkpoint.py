@@ -1,0 +1,137 @@
+"""Save and restore the whole training state with orbax, plus metadata that says what it fits.
+
+A checkpoint directory holds `state/` (orbax: every leaf of the state, in flattening order)
+and `ajax_tune.json` (format version, the loop's static settings and their fingerprint, the timestep, the path, shape and
+dtype of every leaf, and whatever the caller adds, such as curriculum state). The metadata is
+written last, so a directory without it is an interrupted save. Restoring checks the metadata
+against the loop before orbax reads a byte, and says what differs.
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from ajax_tune.fields import fingerprint
+
+FORMAT = "ajax_tune"
+FORMAT_VERSION = 1
+METADATA_FILE = "ajax_tune.json"
+STATE_DIR = "state"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be restored here: missing, truncated, foreign or incompatible."""
+
+
+def _leaf_specs(state) -> list[dict]:
+    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+    return [
+        {"path": jax.tree_util.keystr(path), "shape": list(np.shape(x)), "dtype": str(np.asarray(x).dtype if not hasattr(x, "dtype") else x.dtype)}
+        for path, x in leaves
+    ]
+
+
+def save(directory, state, *, settings: dict, timestep: int, extra: dict | None = None) -> pathlib.Path:
+    """Write `state` and its metadata; returns when everything is on disk."""
+    directory = pathlib.Path(directory).absolute()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / METADATA_FILE).unlink(missing_ok=True)
+    leaves = jax.tree.leaves(state)
+    checkpointer = ocp.StandardCheckpointer()
+    checkpointer.save(directory / STATE_DIR, {f"{i:05d}": leaf for i, leaf in enumerate(leaves)}, force=True)
+    checkpointer.wait_until_finished()
+    checkpointer.close()
+    metadata = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "fingerprint": fingerprint(settings),
+        "settings": _jsonable(settings),
+        "timestep": int(timestep),
+        "leaves": _leaf_specs(state),
+        "extra": extra or {},
+    }
+    (directory / METADATA_FILE).write_text(json.dumps(metadata, indent=1))
+    return directory
+
+
+def read_metadata(directory) -> dict:
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"no checkpoint at {directory}: not a directory")
+    path = directory / METADATA_FILE
+    if not path.exists():
+        raise CheckpointError(
+            f"{directory} is not an ajax_tune checkpoint, or its save was interrupted: {METADATA_FILE} is missing"
+        )
+    try:
+        metadata = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path} is corrupt ({exc})") from None
+    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
+        raise CheckpointError(f"{path} is not ajax_tune checkpoint metadata")
+    if metadata.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"{directory} has checkpoint format version {metadata.get('format_version')}; "
+            f"this ajax_tune reads version {FORMAT_VERSION}"
+        )
+    return metadata
+
+
+def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
+    """Restore into the structure of `target` (a state built by the same loop).
+
+    Returns the restored state and the metadata. Raises `CheckpointError` naming what differs
+    when the checkpoint was made by a different program, and when its files are damaged.
+    """
+    directory = pathlib.Path(directory).absolute()
+    metadata = read_metadata(directory)
+    expected = _leaf_specs(target)
+    if metadata["fingerprint"] != fingerprint(settings):
+        saved, ours = metadata.get("settings", {}), _jsonable(settings)
+        diffs = [f"{k}: saved {saved.get(k, '<absent>')!r}, here {ours.get(k, '<absent>')!r}"
+                 for k in sorted(set(saved) | set(ours)) if saved.get(k) != ours.get(k)]
+        raise CheckpointError(f"{directory} was saved with different settings: " + ("; ".join(diffs) or "fingerprints differ"))
+    if metadata["leaves"] != expected:
+        raise CheckpointError(f"{directory} does not fit this state: {_describe_difference(metadata['leaves'], expected)}")
+    leaves, treedef = jax.tree.flatten(target)
+    abstract = {
+        f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves)
+    }
+    try:
+        checkpointer = ocp.StandardCheckpointer()
+        restored = checkpointer.restore(directory / STATE_DIR, abstract)
+        checkpointer.close()
+    except Exception as exc:  # orbax raises many kinds for damaged files
+        raise CheckpointError(f"{directory} could not be read; its files are damaged or incomplete ({type(exc).__name__}: {exc})") from None
+    return jax.tree.unflatten(treedef, [restored[f"{i:05d}"] for i in range(len(leaves))]), metadata
+
+
+def _jsonable(settings: dict) -> dict:
+    return json.loads(json.dumps(settings, default=repr))
+
+
+def _describe_difference(saved: list[dict], expected: list[dict]) -> str:
+    saved_by_path = {leaf["path"]: leaf for leaf in saved}
+    expected_by_path = {leaf["path"]: leaf for leaf in expected}
+    missing = [p for p in expected_by_path if p not in saved_by_path]
+    extra = [p for p in saved_by_path if p not in expected_by_path]
+    changed = [
+        f"{p} saved as {saved_by_path[p]['shape']} {saved_by_path[p]['dtype']}, expected "
+        f"{expected_by_path[p]['shape']} {expected_by_path[p]['dtype']}"
+        for p in expected_by_path
+        if p in saved_by_path and saved_by_path[p] != expected_by_path[p]
+    ]
+    parts = []
+    if changed:
+        parts.append("; ".join(changed[:3]) + (f" (and {len(changed) - 3} more)" if len(changed) > 3 else ""))
+    if missing:
+        parts.append(f"missing {missing[:3]}")
+    if extra:
+        parts.append(f"unexpected {extra[:3]}")
+    return "; ".join(parts) or "the static settings (fingerprint) differ although every array has the same shape"

@@ -1,0 +1,230 @@
+"""The functional environment contract.
+
+An `Env` is a static object: its methods are pure functions of their arguments, so a jitted
+training loop can close over it. Everything that changes while training lives in `EnvState`,
+including the task. A task is a flat mapping of field name to array, described by `TaskField`s;
+setting a different task changes values, never shapes, so nothing that steps the env recompiles.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, Mapping
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+Task = dict[str, jax.Array]
+
+
+class TaskError(ValueError):
+    """A task that does not fit its env: wrong structure, shape, dtype or range."""
+
+
+@struct.dataclass
+class Episode:
+    """Bookkeeping of the episode an env is in (filled by `EpisodeWrapper`).
+
+    `done` stays true from the step that ended the episode until the env is reset at the start
+    of the next unroll. `post_done` marks a transition that happened after `done`: the env was
+    frozen and the transition carries no information, so learners mask it.
+    """
+
+    step: jax.Array  # int32: steps taken in this episode (its length once done)
+    done: jax.Array  # bool: terminated or truncated at this step or an earlier one
+    post_done: jax.Array  # bool: this transition happened after the episode ended
+    ret: jax.Array  # float32: undiscounted return of this episode so far
+
+    @property
+    def length(self) -> jax.Array:
+        return self.step
+
+    @classmethod
+    def zeros(cls) -> "Episode":
+        return cls(
+            step=jnp.zeros((), jnp.int32),
+            done=jnp.zeros((), jnp.bool_),
+            post_done=jnp.zeros((), jnp.bool_),
+            ret=jnp.zeros((), jnp.float32),
+        )
+
+
+@struct.dataclass
+class EnvState:
+    """One env's state. Batched envs carry the same structure with a leading env axis."""
+
+    obs: jax.Array
+    reward: jax.Array  # float32 reward of the transition that produced this state
+    terminated: jax.Array  # bool: natural end of the episode (no bootstrap)
+    truncated: jax.Array  # bool: time limit reached (bootstrap from obs)
+    task: Task
+    physics: Any  # env-private dynamic state
+    info: dict[str, jax.Array]  # fixed keys per env, e.g. {"success": float32}
+    episode: Episode
+
+    @classmethod
+    def create(cls, obs, task: Task, physics, info: dict[str, jax.Array] | None = None) -> "EnvState":
+        return cls(
+            obs=obs,
+            reward=jnp.zeros((), jnp.float32),
+            terminated=jnp.zeros((), jnp.bool_),
+            truncated=jnp.zeros((), jnp.bool_),
+            task=task,
+            physics=physics,
+            info={} if info is None else info,
+            episode=Episode.zeros(),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskField:
+    """One field of an env's task: its default, dtype, shape and allowed closed range."""
+
+    default: float | int | tuple
+    low: float
+    high: float
+    dtype: type = np.float32
+    shape: tuple[int, ...] = ()
+    doc: str = ""
+
+    @property
+    def is_integer(self) -> bool:
+        return np.issubdtype(self.dtype, np.integer)
+
+    def describe(self) -> str:
+        kind = "integer" if self.is_integer else "float"
+        shape = "scalar" if not self.shape else f"shape {self.shape}"
+        return f"{kind} {shape} in [{self.low:g}, {self.high:g}]"
+
+
+class Env(abc.ABC):
+    """A pure, jittable environment whose difficulty is data.
+
+    Subclasses set `name`, `observation_space`, `action_space`, `max_episode_steps` and
+    `task_spec`, and implement `reset` and `step`. `step` reports the natural end of an episode
+    through `terminated`; time limits belong to `EpisodeWrapper`.
+    """
+
+    name: str
+    observation_space: gymnasium.spaces.Box
+    action_space: gymnasium.spaces.Space
+    max_episode_steps: int
+    task_spec: Mapping[str, TaskField]
+    #: keys of `EnvState.info` this env reports; "success" enables success rates.
+    info_keys: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def reset(self, key: jax.Array, task: Task) -> EnvState:
+        """A fresh episode on `task` (an unbatched task)."""
+
+    @abc.abstractmethod
+    def step(self, state: EnvState, action: jax.Array, key: jax.Array) -> EnvState:
+        """The state after `action`; `reward` and `terminated` describe that transition."""
+
+    @property
+    def has_success(self) -> bool:
+        return "success" in self.info_keys
+
+    @property
+    def is_discrete(self) -> bool:
+        return isinstance(self.action_space, gymnasium.spaces.Discrete)
+
+    def default_task(self) -> dict[str, np.ndarray]:
+        return {
+            name: np.broadcast_to(np.asarray(field.default, field.dtype), field.shape).copy()
+            for name, field in self.task_spec.items()
+        }
+
+    def validate_task(
+        self,
+        task: Mapping[str, Any],
+        num_envs: int | None = None,
+        current: Mapping[str, Any] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Check a task on the host and return it as numpy arrays; see `validate_task`."""
+        return validate_task(self.name, self.task_spec, task, num_envs=num_envs, current=current)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+def validate_task(
+    env_name: str,
+    spec: Mapping[str, TaskField],
+    task: Any,
+    num_envs: int | None = None,
+    current: Mapping[str, Any] | None = None,
+) -> dict[str, np.ndarray]:
+    """Validate `task` against `spec` before anything is traced or applied.
+
+    Fields missing from `task` are taken from `current` (or the default). A field may be given
+    once (shape `field.shape`) or, when `num_envs` is given, once per env (shape
+    `(num_envs, *field.shape)`). The result holds every field with the shape it was given in.
+    """
+    expected = ", ".join(f"{k}: {f.describe()}" for k, f in spec.items()) or "no fields"
+    if not isinstance(task, Mapping):
+        raise TaskError(
+            f"{env_name}: a task must be a mapping of field name to value ({{{expected}}}), "
+            f"got {type(task).__name__}"
+        )
+    unknown = sorted(set(task) - set(spec))
+    if unknown:
+        raise TaskError(
+            f"{env_name}: unknown task field(s) {unknown}; the task of {env_name} has "
+            f"{{{expected}}}"
+        )
+    out: dict[str, np.ndarray] = {}
+    for name, field in spec.items():
+        if name in task:
+            out[name] = _check_field(env_name, name, field, task[name], num_envs)
+        elif current is not None and name in current:
+            out[name] = np.asarray(current[name], field.dtype)
+        else:
+            out[name] = np.broadcast_to(np.asarray(field.default, field.dtype), field.shape).copy()
+    return out
+
+
+def _check_field(env_name: str, name: str, field: TaskField, value: Any, num_envs: int | None):
+    where = f"{env_name}: task field {name!r}"
+    if isinstance(value, jax.Array):
+        value = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except Exception as exc:  # ragged lists and the like
+        raise TaskError(f"{where} expected {field.describe()}, got {value!r} ({exc})") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TaskError(f"{where} expected {field.describe()}, got {value!r} of type {arr.dtype}")
+    if arr.dtype.kind == "b":
+        raise TaskError(f"{where} expected {field.describe()}, got a boolean {value!r}")
+    shapes = [field.shape] + ([(num_envs, *field.shape)] if num_envs is not None else [])
+    if arr.shape not in shapes:
+        allowed = " or ".join(str(s) for s in shapes)
+        raise TaskError(f"{where} expected shape {allowed}, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        raise TaskError(f"{where} expected finite values, got {value!r}")
+    if field.is_integer and arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
+        raise TaskError(f"{where} expected an integer, got {value!r}")
+    if np.any(arr < field.low) or np.any(arr > field.high):
+        raise TaskError(f"{where} expected {field.describe()}, got {value!r}")
+    return arr.astype(field.dtype)
+
+
+def task_to_jax(task: Mapping[str, np.ndarray]) -> Task:
+    return {k: jnp.asarray(v) for k, v in task.items()}
+
+
+def flatten_task(task: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """A task as plain floats under stable keys (`length`, `target_0`, ...), for results."""
+    flat: dict[str, float] = {}
+    for name, value in task.items():
+        arr = np.asarray(value, np.float64)
+        if arr.ndim == 0:
+            flat[f"{prefix}{name}"] = float(arr)
+        else:
+            for i, v in enumerate(arr.reshape(-1)):
+                flat[f"{prefix}{name}_{i}"] = float(v)
+    return flat

@@ -1,0 +1,62 @@
+"""Corridor: the classic curriculum toy.
+
+The agent starts at cell 0 of a corridor and must reach its far end, cell `length`, within a
+fixed time limit. The only reward is 1 for arriving. Random exploration reaches the end of a
+corridor of length L in about L**2 steps, so once L**2 is well beyond the time limit the goal
+is practically never found without a curriculum that grows the corridor from short lengths.
+"""
+
+from __future__ import annotations
+
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ajax_tune.envs.base import Env, EnvState, TaskField
+
+
+class Corridor(Env):
+    info_keys = ("success",)
+
+    def __init__(self, max_length: int = 64, max_episode_steps: int = 80, default_length: int = 8):
+        if max_length < 1:
+            raise ValueError(f"corridor: max_length must be >= 1, got {max_length}")
+        if not 1 <= default_length <= max_length:
+            raise ValueError(f"corridor: default_length must be in [1, {max_length}], got {default_length}")
+        self.name = "corridor"
+        self.max_length = int(max_length)
+        self.max_episode_steps = int(max_episode_steps)
+        self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (2,), np.float32)
+        self.action_space = gymnasium.spaces.Discrete(2)  # 0: left, 1: right
+        self.task_spec = {
+            "length": TaskField(
+                default=default_length, low=1, high=max_length, dtype=np.int32,
+                doc="cells between the start and the goal",
+            )
+        }
+
+    def _obs(self, position, length):
+        return jnp.stack([position, length]).astype(jnp.float32) / self.max_length
+
+    def reset(self, key, task) -> EnvState:
+        position = jnp.zeros((), jnp.int32)
+        return EnvState.create(
+            obs=self._obs(position, task["length"]),
+            task=task,
+            physics=position,
+            info={"success": jnp.zeros((), jnp.float32)},
+        )
+
+    def step(self, state, action, key) -> EnvState:
+        length = state.task["length"]
+        move = jnp.where(action == 1, 1, -1).astype(jnp.int32)
+        position = jnp.clip(state.physics + move, 0, length)
+        arrived = position >= length
+        return state.replace(
+            obs=self._obs(position, length),
+            reward=arrived.astype(jnp.float32),
+            terminated=arrived,
+            physics=position,
+            info={"success": arrived.astype(jnp.float32)},
+        )
