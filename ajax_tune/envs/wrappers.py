@@ -2,7 +2,8 @@
 
 `EpisodeWrapper` adds time limits and episode statistics to any `Env`. Once an episode is done
 the env is frozen: further steps return the same observation with zero reward and
-`post_done=True`. `VecEnv` steps many such envs in lock-step and resets the finished ones only
+`post_done=True`; `info` keeps the values of the final step, so an episode's outcome (such as
+`success`) can be read from a finished env. `VecEnv` steps many such envs in lock-step and resets the finished ones only
 at the start of an unroll, so within an unroll every observation is the true successor of the
 previous one (truncated transitions bootstrap from a real final observation), and a reset never
 hides a transition from the learner.
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ajax_tune.envs.base import Env, EnvState, Episode, Task
 
@@ -22,18 +22,26 @@ def _select(pred: jax.Array, on_true, on_false):
     return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
+def _delegate(wrapper, name):
+    # Only called for missing attributes; guard `env` and dunders so that copying and
+    # pickling (which probe attributes before `__init__` ran) do not recurse.
+    if name == "env" or name.startswith("__"):
+        raise AttributeError(name)
+    return getattr(wrapper.env, name)
+
+
 class EpisodeWrapper:
     """Time limit, optional truncation penalty, and episode statistics for one env."""
 
     def __init__(self, env: Env, max_episode_steps: int | None = None, truncation_penalty: float = 0.0):
         self.env = env
-        self.max_episode_steps = int(max_episode_steps or env.max_episode_steps)
+        self.max_episode_steps = int(env.max_episode_steps if max_episode_steps is None else max_episode_steps)
         if self.max_episode_steps < 1:
             raise ValueError(f"{env.name}: max_episode_steps must be >= 1, got {self.max_episode_steps}")
         self.truncation_penalty = float(truncation_penalty)
 
     def __getattr__(self, name):  # spaces, task_spec, validate_task, ...
-        return getattr(self.env, name)
+        return _delegate(self, name)
 
     def reset(self, key: jax.Array, task: Task) -> EnvState:
         return self.env.reset(key, task).replace(episode=Episode.zeros())
@@ -73,7 +81,7 @@ class VecEnv:
         self.num_envs = int(num_envs)
 
     def __getattr__(self, name):
-        return getattr(self.env, name)
+        return _delegate(self, name)
 
     def batch_task(self, task: Task) -> Task:
         """Broadcast an unbatched or per-env task to one value per env."""
@@ -100,16 +108,13 @@ class VecEnv:
         return jax.vmap(self.env.step)(state, action, keys)
 
     def set_task(self, state: EnvState, task: Task) -> EnvState:
-        """Replace tasks; envs whose task changed end their episode and restart on the new one
-        at the next unroll (the last transition already bootstrapped from its observation)."""
-        task = self.batch_task(task)
+        """Replace tasks (fields not given keep their values); envs whose task changed end their
+        episode and restart on the new one at the next unroll (the last transition already
+        bootstrapped from its observation)."""
+        task = {**state.task, **self.batch_task(task)}
         changed = jnp.zeros((self.num_envs,), jnp.bool_)
         for name, value in task.items():
             diff = value != state.task[name]
             changed = changed | diff.reshape(self.num_envs, -1).any(axis=1)
         episode = state.episode.replace(done=state.episode.done | changed)
         return state.replace(task=task, episode=episode)
-
-
-def count_envs(state: EnvState) -> int:
-    return int(np.shape(state.episode.step)[0])

@@ -1,0 +1,31 @@
+"""Small builders shared by the tests (kept tiny so that compiles stay cheap)."""
+
+import jax
+import numpy as np
+
+from ajax_tune.agents import PPO, PPOConfig
+from ajax_tune.envs import make_env
+from ajax_tune.loop import LoopConfig, TrainLoop
+
+CORRIDOR = dict(max_length=16, max_episode_steps=24, default_length=4)
+
+
+def corridor_loop(agent=None, **loop_overrides) -> TrainLoop:
+    env = make_env("corridor", **CORRIDOR)
+    agent_cfg = PPOConfig(**{"num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2,
+                             "hidden_sizes": (32, 32), **(agent or {})})
+    loop_cfg = dict(total_timesteps=20_000, timesteps_per_iteration=8 * 16 * 2, eval_every=8 * 16 * 2,
+                    eval_episodes=4, num_seeds=2)
+    loop_cfg.update(loop_overrides)
+    return TrainLoop(env, PPO(agent_cfg, env.observation_space, env.action_space), LoopConfig(**loop_cfg))
+
+
+def host(tree):
+    return jax.tree.map(np.asarray, jax.device_get(tree))
+
+
+def assert_trees_equal(a, b):
+    a, b = host(a), host(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(x, y)

@@ -1,0 +1,84 @@
+"""Smoke test of the brax adapter: one compiled rollout, many task values, no recompiles."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from ajax_tune.envs import EpisodeWrapper, VecEnv, make_env
+
+NUM_ENVS = 3
+STEPS = 32
+TIME_LIMIT = 30  # short, so the unforced, weightless pendulum is truncated within the rollout
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    env = make_env("brax/inverted_pendulum", max_episode_steps=TIME_LIMIT)
+    vec = VecEnv(EpisodeWrapper(env), NUM_ENVS)
+
+    @jax.jit
+    def rollout(key, task, action):
+        first = vec.reset(key, task)
+
+        def body(state, key):
+            state = vec.step(state, jnp.broadcast_to(action, (NUM_ENVS, 1)), key)
+            return state, state
+
+        _, traj = jax.lax.scan(body, first, jax.random.split(key, STEPS))
+        return first, traj
+
+    def run(gravity_scale=1.0, mass_scale=1.0, action=0.0, seed=0):
+        task = {
+            "gravity_scale": jnp.broadcast_to(jnp.asarray(gravity_scale, jnp.float32), (NUM_ENVS,)),
+            "mass_scale": jnp.broadcast_to(jnp.asarray(mass_scale, jnp.float32), (NUM_ENVS,)),
+        }
+        return jax.device_get(rollout(jax.random.PRNGKey(seed), task, jnp.float32(action)))
+
+    return env, rollout, run
+
+
+def test_spaces_and_jitted_rollout(pendulum):
+    env, rollout, run = pendulum
+    assert env.name == "brax/inverted_pendulum" and env.max_episode_steps == TIME_LIMIT
+    assert make_env("brax/inverted_pendulum").max_episode_steps == 1000
+    assert env.observation_space.shape == (4,) and env.action_space.shape == (1,)
+    assert env.action_space.low.tolist() == [-1.0] and env.action_space.high.tolist() == [1.0]
+    assert sorted(env.task_spec) == ["gravity_scale", "mass_scale"]
+    first, traj = run()
+    assert first.obs.shape == (NUM_ENVS, *env.observation_space.shape) and first.obs.dtype == np.float32
+    assert traj.obs.shape == (STEPS, NUM_ENVS, *env.observation_space.shape)
+    live = ~traj.episode.post_done
+    assert live[0].all() and np.all(traj.reward[live] == 1.0)  # +1 per step the pole is up
+    np.testing.assert_array_equal(traj.episode.ret[-1], traj.episode.step[-1])
+    assert rollout._cache_size() == 1
+
+
+def test_gravity_scale_changes_the_dynamics(pendulum):
+    _, rollout, run = pendulum
+    weightless_first, weightless = run(gravity_scale=0.0)
+    heavy_first, heavy = run(gravity_scale=2.0)
+    np.testing.assert_allclose(weightless_first.obs, heavy_first.obs)  # same start
+    # Unforced, the pole drifts only with its tiny initial velocity when weightless...
+    assert np.abs(weightless.obs[-1, :, 1]).max() < 0.05
+    assert not weightless.terminated.any()
+    assert weightless.truncated[TIME_LIMIT - 1].all() and weightless.episode.step[-1].tolist() == [TIME_LIMIT] * NUM_ENVS
+    # ...and falls past the 0.2 rad limit under double gravity.
+    assert heavy.terminated.any(axis=0).all() and not heavy.truncated.any()
+    assert np.abs(heavy.obs[-1, :, 1]).min() > 0.2
+    assert rollout._cache_size() == 1
+
+
+def test_mass_scale_changes_the_response_to_an_action(pendulum):
+    _, rollout, run = pendulum
+    _, light = run(mass_scale=1.0, action=0.5)
+    _, heavy = run(mass_scale=3.0, action=0.5)
+    cart_speed_light, cart_speed_heavy = light.obs[0, :, 2], heavy.obs[0, :, 2]  # after one step
+    assert np.all(cart_speed_light > 0.2)
+    assert np.all(cart_speed_heavy < 0.6 * cart_speed_light)
+    assert rollout._cache_size() == 1
+
+
+def test_unknown_brax_env_names_what_exists():
+    with pytest.raises(KeyError, match="inverted_pendulum"):
+        make_env("brax/inverted_pendulumm")

@@ -1,0 +1,122 @@
+"""The TrainLoop contract: split-run equivalence, donation, no recompilation, cadence."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+from helpers import assert_trees_equal, corridor_loop, host
+
+from ajax_tune.agents import PPOConfig
+from ajax_tune.fields import ConfigError
+from ajax_tune.schedules import Schedule
+
+UNROLL = 8 * 16  # env steps per update in corridor_loop
+LR = Schedule(kind="warmup_cosine", peak=1e-3, warmup_fraction=0.2, end_fraction=0.1)
+
+
+def concat_rows(rows_list):
+    return {k: np.concatenate([np.asarray(r[k]) for r in rows_list], axis=1) for k in rows_list[0]}
+
+
+def test_split_runs_are_bit_identical(tmp_path):
+    """1 call of 4T == 4 calls of T == 4 calls of T with save/restore into fresh loops."""
+    agent = {"lr": LR}
+    long_loop = corridor_loop(agent, timesteps_per_iteration=4 * 2 * UNROLL, eval_every=3 * UNROLL)
+    state, rows = long_loop.train(long_loop.init(seed=3))
+    one_call = host((state, rows))
+
+    short = corridor_loop(agent, timesteps_per_iteration=2 * UNROLL, eval_every=3 * UNROLL)
+    state = short.init(seed=3)
+    split_rows = []
+    for _ in range(4):
+        state, rows = short.train(state)
+        split_rows.append(host(rows))
+    assert_trees_equal(state, one_call[0])
+    assert_trees_equal(concat_rows(split_rows), one_call[1])
+
+    restored_rows = []
+    for i in range(4):
+        loop = corridor_loop(agent, timesteps_per_iteration=2 * UNROLL, eval_every=3 * UNROLL)
+        if i == 0:
+            state = loop.init(seed=3)
+        else:
+            state, meta = loop.restore(tmp_path / f"ckpt{i - 1}")
+            assert meta["extra"] == {"call": i - 1} and meta["timestep"] == i * 2 * UNROLL
+        state, rows = loop.train(state)
+        assert loop.compilations == 1  # a restored state fits the compiled program exactly
+        restored_rows.append(host(rows))
+        loop.save(tmp_path / f"ckpt{i}", state, extra={"call": i})
+    assert_trees_equal(state, one_call[0])
+    assert_trees_equal(concat_rows(restored_rows), one_call[1])
+
+    # evaluation cadence is absolute: every 3 updates of the whole run, whatever the split
+    eval_steps = one_call[1]["eval/timestep"][0]
+    assert eval_steps[eval_steps >= 0].tolist() == [3 * UNROLL, 6 * UNROLL]
+
+
+def test_no_recompilation_when_task_and_hyperparameters_change():
+    loop = corridor_loop({"lr": LR})
+    state = loop.init()
+    seen = []
+    changes = [
+        lambda s: s,
+        lambda s: loop.set_task(s, {"length": 7}),
+        lambda s: loop.set_hparams(s, dataclasses.replace(loop.agent.config, ent_coef=0.1,
+                                                          lr=Schedule(kind="constant", peak=5e-4))),
+        lambda s: loop.set_task(s, {"length": np.arange(1, 9)}, eval_task={"length": 9}),
+        lambda s: loop.set_hparams(s, dataclasses.replace(loop.agent.config, ent_coef=0.1,
+                                                          lr=Schedule(kind="step", peak=2e-3))),
+    ]
+    for change in changes:
+        state = change(state)
+        state, rows = loop.train(state)
+        seen.append(host(rows))
+    assert loop.compilations == 1
+    assert loop._train._cache_size() == 1
+    tasks = [r["task/length"][0, -1] for r in seen]
+    assert tasks == [4, 7, 7, 9, 9]
+    assert float(seen[2]["lr"][0, 0]) == pytest.approx(5e-4)
+    assert float(seen[4]["lr"][0, 0]) == pytest.approx(2e-3)
+    assert float(np.asarray(state.agent.hp["ent_coef"])[0]) == pytest.approx(0.1)
+    assert np.asarray(state.env.task["length"])[0].tolist() == list(range(1, 9))
+
+
+def test_state_is_donated():
+    loop = corridor_loop()
+    state = loop.init()
+    leaves = jax.tree.leaves(state)
+    new_state, _ = loop.train(state)
+    assert all(leaf.is_deleted() for leaf in leaves)
+    assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(new_state))
+
+
+def test_rows_have_fixed_shape_and_mark_missing_evaluations():
+    loop = corridor_loop(timesteps_per_iteration=3 * UNROLL, eval_every=2 * UNROLL)
+    state = loop.init()
+    state, first = loop.train(state)
+    state, second = loop.train(state)
+    for rows in (first, second):
+        assert {v.shape for v in jax.tree.leaves(rows)} == {(2, 3)}
+    steps = np.concatenate([first["eval/timestep"][0], second["eval/timestep"][0]]).tolist()
+    assert steps == [-1, 2 * UNROLL, -1, 4 * UNROLL, -1, 6 * UNROLL]
+    ret = np.concatenate([first["eval/return"][0], second["eval/return"][0]])
+    assert np.isnan(ret[[0, 2, 4]]).all() and not np.isnan(ret[[1, 3, 5]]).any()
+
+
+def test_budget_must_be_whole_unrolls():
+    with pytest.raises(ConfigError, match=r"whole number of unrolls.*= 128 env steps; nearest: 256 or 384"):
+        corridor_loop(timesteps_per_iteration=300)
+
+
+def test_minibatches_must_divide_the_batch():
+    with pytest.raises(ConfigError, match="num_minibatches"):
+        PPOConfig(num_envs=3, unroll_length=5, num_minibatches=4)
+
+
+def test_seeds_are_independent():
+    loop = corridor_loop()
+    state, rows = loop.train(loop.init())
+    params = host(state.agent.params)
+    first = jax.tree.leaves(params)[0]
+    assert not np.array_equal(first[0], first[1])
