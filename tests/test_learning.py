@@ -1,0 +1,49 @@
+"""Agents learn: returns, not shapes."""
+
+import numpy as np
+import pytest
+from helpers import corridor_loop
+
+from ajax_tune.agents import PPO, PPOConfig
+from ajax_tune.envs import make_env
+from ajax_tune.evaluation import summarize
+from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.schedules import Schedule
+
+
+@pytest.mark.slow
+def test_ppo_solves_cartpole_within_500k_steps():
+    env = make_env("cartpole")
+    agent = PPO(PPOConfig(num_envs=16, unroll_length=128, num_minibatches=4, update_epochs=4,
+                          lr=Schedule(kind="linear", peak=2.5e-3), ent_coef=0.0),
+                env.observation_space, env.action_space)
+    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=500_000, timesteps_per_iteration=16 * 128 * 12,
+                                            num_seeds=4, eval_episodes=8))
+    state = loop.init(seed=0)
+    history = []
+    while loop.timestep(state) < 500_000:
+        state, rows = loop.train(state)
+        result = summarize(rows)
+        history.append((result["timestep"], result["eval/return_mean"]))
+        if result["eval/return_mean"] >= 475:
+            break
+    assert history[-1][1] >= 475, f"cartpole not solved in 500k steps: {history}"
+    assert history[0][1] < 475  # it had to learn: the first evaluation was not already solved
+    assert loop.compilations == 1
+
+
+@pytest.mark.slow
+def test_ppo_reaches_the_end_of_a_short_corridor_every_time():
+    loop = corridor_loop({"lr": Schedule(peak=3e-3)}, timesteps_per_iteration=8 * 16 * 20, total_timesteps=60_000)
+    state = loop.init(seed=1)
+    state = loop.set_task(state, {"length": 6})
+    results = []
+    for _ in range(6):
+        state, rows = loop.train(state)
+        results.append(summarize(rows))
+    final = results[-1]
+    assert results[0]["eval/success_rate_mean"] < 1.0 or results[0]["train/episode_return_mean"] < 1.0
+    assert final["eval/success_rate_mean"] == 1.0
+    assert final["eval/return_min"] == 1.0
+    assert final["eval/length_mean"] == 6.0  # the shortest path: it learned to walk straight there
+    assert np.isclose(final["curriculum/task/length"], 6)
