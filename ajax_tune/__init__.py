@@ -1,3 +1,29 @@
-"""ajax_tune: Ray Tune trainables for fully jitted JAX reinforcement learning."""
+"""ajax_tune: Ray Tune trainables for fully jitted JAX reinforcement learning.
+
+`Runner` (the core object) and the layers below it never import Ray; `AjaxTrainable` does,
+and is loaded on first use.
+"""
 
 __version__ = "0.1.0"
+
+__all__ = ["AjaxTrainable", "Config", "Runner", "ThresholdCurriculum", "Callback", "TaskSettableEnv", "__version__"]
+
+
+def __getattr__(name):
+    if name == "AjaxTrainable":
+        from ajax_tune.trainable import AjaxTrainable
+
+        return AjaxTrainable
+    if name == "Runner":
+        from ajax_tune.runner import Runner
+
+        return Runner
+    if name == "Config":
+        from ajax_tune.config import Config
+
+        return Config
+    if name in ("ThresholdCurriculum", "Callback", "TaskSettableEnv"):
+        from ajax_tune import curriculum
+
+        return getattr(curriculum, name)
+    raise AttributeError(f"module 'ajax_tune' has no attribute {name!r}")

@@ -2,12 +2,13 @@
 
 Static fields fix shapes or program structure: changing one means building a new program.
 Traced fields become arrays in the training state, so they may change between calls without
-recompiling. Each field also carries its allowed values, checked when the config is built, so a
+recompiling. Init-only fields (a seed, a starting task) are read when a run starts. Each field also carries its allowed values, checked when the config is built, so a
 bad value is reported by name before anything compiles.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -30,10 +31,15 @@ def traced(default: Any, *, doc: str = "", **checks) -> Any:
     return _field(default, "traced", doc, checks)
 
 
+def init_only(default: Any, *, doc: str = "", **checks) -> Any:
+    """A field read once when the state is created (a new value means a new run)."""
+    return _field(default, "init", doc, checks)
+
+
 def _field(default, kind, doc, checks):
     meta = {"kind": kind, "doc": doc, **checks}
-    if isinstance(default, (list, dict, Schedule)):
-        return dataclasses.field(default_factory=lambda: default, metadata=meta)
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
 
 
@@ -71,6 +77,8 @@ def _check_type(where: str, annotation: Any, value: Any) -> None:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif ann == "float":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    elif ann == "dict":
+        ok = isinstance(value, dict)
     elif ann == "str":
         ok = isinstance(value, str)
     elif ann.startswith("tuple[int"):

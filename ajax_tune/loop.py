@@ -25,12 +25,7 @@ from ajax_tune.agents.base import Clock, Rollout
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.evaluation import make_evaluate, no_evaluation
-from ajax_tune.fields import ConfigError, fingerprint, static, static_values, traced, validate
-
-
-def init_only(default: Any, *, doc: str = "", **checks) -> Any:
-    """A field read once when the state is created (a new value means a new run)."""
-    return dataclasses.field(default=default, metadata={"kind": "init", "doc": doc, **checks})
+from ajax_tune.fields import ConfigError, fingerprint, init_only, static, static_values, traced, validate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +58,9 @@ class TrainState:
 
 
 class TrainLoop:
+    #: traces of any loop's train function in this process (one per compiled program)
+    process_traces = 0
+
     def __init__(self, env, agent, config: LoopConfig):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent = agent
@@ -189,6 +187,7 @@ class TrainLoop:
 
     def _train_one(self, state: TrainState):
         self.traces += 1  # runs only while tracing
+        TrainLoop.process_traces += 1
         return jax.lax.scan(self._update, state, None, length=self.updates_per_call)
 
     def _update(self, state: TrainState, _):

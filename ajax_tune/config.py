@@ -1,0 +1,148 @@
+"""The trial config: typed, validated, built from the nested dicts that Tune and YAML produce.
+
+    {
+      "env": {"name": "corridor", "kwargs": {"max_length": 32}, "task": {"length": 4}},
+      "agent": {"name": "ppo", "lr": {"kind": "warmup_cosine", "peak": 3e-4}, "ent_coef": 0.01},
+      "train": {"total_timesteps": 500_000, "timesteps_per_iteration": 25_600},
+      "env_task_fn": "my_module:grow_corridor",      # optional
+      "callbacks": [{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {...}}],
+      "resources": {"cpu": 1, "gpu": 0},
+    }
+
+Every section is checked before anything is built: an unknown key names the nearest valid one,
+and a wrong type or range names the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import importlib
+from typing import Any, Callable, Mapping
+
+from ajax_tune.agents import AGENTS
+from ajax_tune.fields import ConfigError, coerce, init_only, static, static_values, traced_values, validate
+from ajax_tune.loop import LoopConfig
+
+__all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_import"]
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    name: str = static("cartpole", doc="a registered env, or brax/<name>")
+    kwargs: dict = static({}, doc="keyword arguments of the env's constructor")
+    task: dict = init_only({}, doc="the task training starts on (fields not given keep their defaults)")
+    max_episode_steps: int = static(0, ge=0, doc="time limit; 0: the env's own")
+    truncation_penalty: float = static(0.0, doc="subtracted from the reward of a truncated step")
+
+    def __post_init__(self):
+        validate(self, "env")
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourcesConfig:
+    cpu: float = static(1.0, ge=0.0, doc="CPUs per trial")
+    gpu: float = static(0.0, ge=0.0, doc="GPUs per trial (fractions share a GPU)")
+
+    def __post_init__(self):
+        validate(self, "resources")
+
+
+SECTIONS = {"env": EnvConfig, "train": LoopConfig, "resources": ResourcesConfig}
+TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "resources")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    env: EnvConfig
+    agent_name: str
+    agent: Any  # the agent's config dataclass, e.g. PPOConfig
+    train: LoopConfig
+    env_task_fn: Any = None  # callable or "module:function"
+    callbacks: tuple = ()
+    resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
+
+    @classmethod
+    def from_dict(cls, config: Mapping | "Config") -> "Config":
+        if isinstance(config, Config):
+            return config
+        if not isinstance(config, Mapping):
+            raise ConfigError(f"a config must be a mapping with keys {list(TOP_LEVEL)}, got {type(config).__name__}")
+        _check_keys(config, TOP_LEVEL, "")
+        sections = {name: parse_section(kind, config.get(name, {}), name) for name, kind in SECTIONS.items()}
+        agent_values = dict(config.get("agent", {}))
+        if not isinstance(agent_values, Mapping):
+            raise ConfigError(f"agent must be a mapping, got {agent_values!r}")
+        agent_name = agent_values.pop("name", "ppo")
+        if agent_name not in AGENTS:
+            raise ConfigError(f"agent.name must be one of {sorted(AGENTS)}, got {agent_name!r}")
+        agent = parse_section(AGENTS[agent_name][1], agent_values, "agent")
+        callbacks = config.get("callbacks") or ()
+        if not isinstance(callbacks, (list, tuple)):
+            raise ConfigError(f"callbacks must be a list, got {callbacks!r}")
+        return cls(
+            env=sections["env"], agent_name=agent_name, agent=agent, train=sections["train"],
+            env_task_fn=config.get("env_task_fn"), callbacks=tuple(callbacks), resources=sections["resources"],
+        )
+
+    def static_settings(self) -> dict:
+        """Everything whose change needs a new program (compared by `Runner.reconfigure`)."""
+        return {
+            "env": static_values(self.env),
+            "agent_name": self.agent_name,
+            "agent": static_values(self.agent),
+            "train": static_values(self.train),
+        }
+
+    def traced_settings(self) -> dict:
+        return {"agent": traced_values(self.agent), "total_timesteps": self.train.total_timesteps}
+
+
+def parse_section(config_cls, values: Any, section: str):
+    """Build one config dataclass from a mapping, with errors that name the key."""
+    if isinstance(values, config_cls):
+        return values
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{section} must be a mapping, got {values!r}")
+    names = [f.name for f in dataclasses.fields(config_cls)]
+    _check_keys(values, names, f"{section}.")
+    try:
+        return config_cls(**coerce(config_cls, dict(values)))
+    except ConfigError as exc:
+        message = str(exc)
+        raise ConfigError(message if message.startswith(section) else f"{section}.{message}") from None
+
+
+def _check_keys(values: Mapping, allowed, prefix: str) -> None:
+    for key in values:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
+            hint = f"; did you mean {prefix}{close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
+
+
+def resolve_import(spec: Any, what: str) -> Any:
+    """A callable or class given directly or as an importable "module:attribute" string."""
+    if not isinstance(spec, str):
+        return spec
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"{what} must be a callable or a 'module:attribute' string, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{what}: cannot import module {module_name!r} ({exc})") from None
+    try:
+        target = module
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except AttributeError:
+        raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
+    return target
+
+
+def resolve_callable(spec: Any, what: str) -> Callable:
+    target = resolve_import(spec, what)
+    if not callable(target):
+        raise ConfigError(f"{what} must be callable, got {target!r}")
+    return target
