@@ -12,3 +12,21 @@ import jax  # noqa: E402
 jax.config.update("jax_compilation_cache_dir", os.environ["AJAX_TUNE_COMPILATION_CACHE"])
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+import pytest  # noqa: E402
+
+TESTS_DIR = pathlib.Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray for the whole session (2 CPUs). Workers inherit the environment, so they
+    use the same compilation cache and can import the test helpers."""
+    import ray
+
+    paths = [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()

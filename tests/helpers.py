@@ -29,3 +29,20 @@ def assert_trees_equal(a, b):
     assert jax.tree.structure(a) == jax.tree.structure(b)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(x, y)
+
+
+def corridor_config(length=4, lr=3e-3, **sections):
+    """A small Tune/Runner config on the corridor; `sections` override whole keys."""
+    config = {
+        "env": {"name": "corridor", "kwargs": {"max_length": 32, "max_episode_steps": 40}, "task": {"length": length}},
+        "agent": {"num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2,
+                  "hidden_sizes": [32, 32], "lr": lr},
+        "train": {"total_timesteps": 50_000, "timesteps_per_iteration": 8 * 16 * 4, "num_seeds": 2,
+                  "eval_episodes": 4},
+    }
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(config.get(key), dict):
+            config[key] = {**config[key], **value}
+        else:
+            config[key] = value
+    return config

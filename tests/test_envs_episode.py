@@ -15,7 +15,8 @@ LEFT = 0
 def corridor_vec(num_envs, lengths, max_episode_steps=6, penalty=0.0):
     env = EpisodeWrapper(make_env("corridor", max_length=16), max_episode_steps, truncation_penalty=penalty)
     venv = VecEnv(env, num_envs)
-    state = venv.reset(jax.random.PRNGKey(0), task_to_jax({"length": np.asarray(lengths, np.int32)}))
+    task = env.validate_task({"length": np.asarray(lengths, np.int32)}, num_envs=num_envs)
+    state = venv.reset(jax.random.PRNGKey(0), task_to_jax(task))
     return venv, state
 
 
@@ -90,6 +91,17 @@ def test_set_task_restarts_only_changed_envs():
     assert state.task["length"].tolist() == [4, 7]
 
 
+def test_open_door_at_the_start_pays_the_exit_reward():
+    env = EpisodeWrapper(make_env("corridor", max_length=16), 10)
+    venv = VecEnv(env, 2)
+    task = env.validate_task({"length": 5, "exit_reward": [0.0, 0.25]}, num_envs=2)
+    state = venv.reset(jax.random.PRNGKey(0), task_to_jax(task))
+    state, trace = run(venv, state, [[LEFT, LEFT]])
+    assert state.terminated.tolist() == [False, True]  # closed door: a wall; open door: out
+    assert state.reward.tolist() == [0.0, 0.25]
+    assert state.info["success"].tolist() == [0.0, 0.0]
+
+
 def test_rollout_with_new_tasks_compiles_once():
     """One jitted rollout, stepped on four different tasks (scalar and per env)."""
     env = EpisodeWrapper(make_env("corridor", max_length=16), 20)
@@ -107,7 +119,7 @@ def test_rollout_with_new_tasks_compiles_once():
 
         return jax.lax.scan(body, state, jax.random.split(key, 20))
 
-    state = venv.reset(jax.random.PRNGKey(0), task_to_jax({"length": np.int32(3)}))
+    state = venv.reset(jax.random.PRNGKey(0), task_to_jax(env.validate_task({"length": 3})))
     returns = []
     for i, task in enumerate([
         {"length": np.int32(3)},

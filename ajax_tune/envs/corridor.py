@@ -1,9 +1,17 @@
 """Corridor: the classic curriculum toy.
 
 The agent starts at cell 0 of a corridor and must reach its far end, cell `length`, within a
-fixed time limit. The only reward is 1 for arriving. Random exploration reaches the end of a
-corridor of length L in about L**2 steps, so once L**2 is well beyond the time limit the goal
-is practically never found without a curriculum that grows the corridor from short lengths.
+fixed time limit; arriving is worth 1. Random exploration reaches the end of a corridor of
+length L in about L**2 steps, so once L**2 is well beyond the time limit the goal is practically
+never found by chance.
+
+A policy-gradient agent is not a random walker, though: with no reward at all, its policy drifts
+and may settle on "always right" by luck, which solves any corridor. The task's `exit_reward`
+makes long corridors deceptive instead: when positive, the door behind the start is open, and
+stepping out through it ends the episode with that small reward. Direct training on a long
+corridor then learns to leave through the door and never finds the far end; a curriculum that
+starts with short corridors finds the far end first, learns to walk right, and keeps it as the
+corridor grows.
 """
 
 from __future__ import annotations
@@ -33,7 +41,11 @@ class Corridor(Env):
             "length": TaskField(
                 default=default_length, low=1, high=max_length, dtype=np.int32,
                 doc="cells between the start and the goal",
-            )
+            ),
+            "exit_reward": TaskField(
+                default=0.0, low=0.0, high=1.0, dtype=np.float32,
+                doc="reward for leaving through the start; 0 keeps the door closed (a wall)",
+            ),
         }
 
     def _obs(self, position, length):
@@ -49,14 +61,15 @@ class Corridor(Env):
         )
 
     def step(self, state, action, key) -> EnvState:
-        length = state.task["length"]
+        length, exit_reward = state.task["length"], state.task["exit_reward"]
         move = jnp.where(action == 1, 1, -1).astype(jnp.int32)
+        exited = (state.physics + move < 0) & (exit_reward > 0)
         position = jnp.clip(state.physics + move, 0, length)
         arrived = position >= length
         return state.replace(
             obs=self._obs(position, length),
-            reward=arrived.astype(jnp.float32),
-            terminated=arrived,
+            reward=arrived.astype(jnp.float32) + exited * exit_reward,
+            terminated=arrived | exited,
             physics=position,
             info={"success": arrived.astype(jnp.float32)},
         )

@@ -1,0 +1,33 @@
+"""Curriculum functions and callbacks used by the Tune tests (importable by Ray workers)."""
+
+import os
+import pathlib
+
+from ajax_tune.curriculum import Callback
+
+CORRIDOR = {"max_length": 32, "max_episode_steps": 40, "default_length": 4}
+
+
+def grow_corridor(train_results, task_settable_env, env_ctx):
+    """RLlib-style env_task_fn: four cells longer after every perfect evaluation."""
+    assert env_ctx.num_envs == task_settable_env.num_envs
+    task = task_settable_env.get_task()
+    if train_results["eval/success_rate_mean"] >= 1.0:
+        return {"length": min(task["length"] + 4, 32)}
+    return None
+
+
+def bad_task_fn(train_results, task_settable_env, env_ctx):
+    return {"length": 1000}
+
+
+class FailOnce(Callback):
+    """Kill the trial once, at a given iteration, remembering across processes through a file."""
+
+    def __init__(self, marker: str, at_iteration: int):
+        self.marker, self.at_iteration = pathlib.Path(marker), at_iteration
+
+    def on_train_result(self, runner, result):
+        if runner.iteration == self.at_iteration and not self.marker.exists():
+            self.marker.write_text(str(os.getpid()))
+            raise RuntimeError("injected failure")

@@ -1,0 +1,130 @@
+"""The Runner without Ray: results, tasks, curriculum errors, reconfigure, checkpoints."""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+from helpers import assert_trees_equal, corridor_config
+
+from ajax_tune.config import ConfigError
+from ajax_tune.curriculum import ThresholdCurriculum
+from ajax_tune.envs import TaskError
+from ajax_tune.runner import Runner
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return Runner(corridor_config(), trial_id="t0")
+
+
+def test_results_have_stable_plain_keys(runner):
+    first, second = runner.train(), runner.train()
+    assert set(first) == set(second)
+    for result in (first, second):
+        for key, value in result.items():
+            assert isinstance(value, (int, float, bool)), (key, type(value))
+    for key in ("timesteps_this_iter", "eval/return_mean", "eval/return_std", "eval/length_mean",
+                "eval/success_rate_mean", "curriculum/task/length", "lr", "perf/env_steps_per_s",
+                "perf/compilations", "env_steps"):
+        assert key in first
+    assert second["env_steps"] == first["env_steps"] + first["timesteps_this_iter"] == 2 * 512
+    assert first["eval/return_seed0"] in (0.0, 1.0) or 0 <= first["eval/return_seed0"] <= 1
+
+
+def test_bad_task_from_env_task_fn_leaves_the_state_alone(runner):
+    before = jax.tree.map(np.asarray, jax.device_get(runner.state))
+    runner.env_task_fn = lambda result, env, ctx: {"length": 1000}
+    try:
+        with pytest.raises(TaskError, match=r"corridor: task field 'length' expected integer scalar in \[1, 32\]"):
+            runner.train()
+    finally:
+        runner.env_task_fn = None
+    with pytest.raises(TaskError, match="unknown task field"):
+        runner.set_task({"width": 3})
+    # the failed call trained (its state is kept), but the task is unchanged
+    assert runner.get_task()["length"] == 4
+    assert int(np.asarray(runner.state.iteration)[0]) == int(before.iteration[0]) + 4
+
+
+def test_reconfigure_onto_a_new_trial_leaks_nothing():
+    first = Runner(corridor_config(lr=1e-3, train={"seed": 1}), trial_id="a")
+    first.set_task({"length": 9})
+    first.train()
+    traces = first.loop.compilations
+    new_config = corridor_config(lr=5e-3, train={"seed": 7}, agent={"ent_coef": 0.05})
+    rebuilt = first.reconfigure(new_config)
+    assert not rebuilt and first.loop.compilations == traces
+    fresh = Runner(new_config, trial_id="b")
+    assert_trees_equal(first.state, fresh.state)
+    assert first.iteration == 0 and first.get_task()["length"] == 4
+    # and they keep agreeing once training
+    a, b = first.train(), fresh.train()
+    assert a["eval/return_mean"] == b["eval/return_mean"] or (math.isnan(a["eval/return_mean"]) and math.isnan(b["eval/return_mean"]))
+    assert_trees_equal(first.state.agent.params, fresh.state.agent.params)
+    assert first.loop.compilations == 1
+
+
+def test_reconfigure_rebuilds_only_for_static_changes():
+    r = Runner(corridor_config())
+    assert r.reconfigure(corridor_config(agent={"hidden_sizes": [16]})) is True
+    assert r.reconfigure(corridor_config(agent={"hidden_sizes": [16], "gamma": 0.9})) is False
+
+
+def test_threshold_curriculum_promotes_demotes_and_mixes():
+    r = Runner(corridor_config(), trial_id="x")
+    cb = ThresholdCurriculum(levels={"length": [2, 4, 8]}, metric="m", threshold=0.5, patience=2,
+                             demote_below=0.1, mix_earlier=0.5)
+    r.callbacks = [cb]
+    cb.on_setup(r)
+    assert r.get_task()["length"] == 2
+    for value, level in [(0.6, 0), (0.7, 1), (float("nan"), 1), (0.6, 1), (0.9, 2), (0.9, 2), (0.0, 1)]:
+        cb.on_train_result(r, {"m": value})
+        assert cb.level == level
+    per_env = r.get_task(per_env=True)["length"]
+    assert r.get_task()["length"] == 4  # evaluations follow the current level
+    assert (per_env == 4).sum() == 4 and set(per_env.tolist()) <= {2, 4} and per_env[0] == 4
+    with pytest.raises(KeyError, match="metric 'm' is not in the result"):
+        cb.on_train_result(r, {"other": 1.0})
+
+
+def test_save_restore_carries_curriculum_state(tmp_path):
+    config = corridor_config(callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
+                                         "kwargs": {"levels": {"length": [2, 6, 10]}, "threshold": 0.5}}])
+    a = Runner(config, trial_id="same")
+    a.callbacks[0].level = 2
+    a.callbacks[0]._apply(a)
+    a.train()
+    a.save(tmp_path / "ck")
+    b = Runner(config, trial_id="same")
+    assert b.callbacks[0].level == 0
+    b.restore(tmp_path / "ck")
+    assert b.callbacks[0].level == 2 and b.get_task()["length"] == 10 and b.iteration == 1
+    assert_trees_equal(a.state, b.state)
+    # another trial's checkpoint: same parameters, a different random stream
+    c = Runner(config, trial_id="other")
+    c.restore(tmp_path / "ck")
+    assert_trees_equal(a.state.agent.params, c.state.agent.params)
+    assert not np.array_equal(np.asarray(a.state.key), np.asarray(c.state.key))
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"env": {"nme": "corridor"}}, "unknown key env.'nme'; did you mean env.'name'"),
+    ({"agent": {"ent_coeff": 0.1}}, "did you mean agent.'ent_coef'"),
+    ({"agent": {"gamma": 1.5}}, "agent.gamma must be <= 1.0"),
+    ({"agent": {"num_envs": "8"}}, "agent.num_envs must be an integer, got '8'"),
+    ({"agent": {"lr": {"kind": "exp"}}}, "kind must be one of"),
+    ({"train": {"timesteps_per_iteration": 100}}, "whole number of unrolls"),
+    ({"env": {"name": "corridorr"}}, "did you mean 'corridor'"),
+    ({"env": {"task": {"length": 99}}}, "expected integer scalar in [1, 32]"),
+    ({"env_task_fn": "nowhere:fn"}, "cannot import module 'nowhere'"),
+    ({"callbacks": ["ajax_tune.curriculum:NoSuch"]}, "has no attribute 'NoSuch'"),
+    ({"agnt": {}}, "did you mean 'agent'"),
+])
+def test_bad_configs_fail_before_compiling(config, message):
+    full = corridor_config()
+    for key, value in config.items():
+        full[key] = {**full[key], **value} if isinstance(full.get(key), dict) else value
+    with pytest.raises((ConfigError, TaskError)) as info:
+        Runner(full)
+    assert message in str(info.value)

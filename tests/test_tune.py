@@ -1,0 +1,242 @@
+"""The three workflows through real `tune.Tuner(...).fit()` on a local 2-CPU Ray."""
+
+import json
+import math
+import pathlib
+import tempfile
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import assert_trees_equal, corridor_config
+from ray import tune
+from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
+
+from ajax_tune import AjaxTrainable, Runner
+from ajax_tune.schedules import Schedule, learning_rate
+from ajax_tune.trainable import trial_dirname
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+UNROLL = 8 * 16
+BUDGET = 4 * UNROLL  # env steps per seed per train() in corridor_config
+
+
+def fit(trainable, space, tmp_path, name, *, stop=None, checkpoint_every=0, tune_config=None, **run):
+    tuner = tune.Tuner(
+        trainable,
+        param_space=space,
+        tune_config=tune_config or tune.TuneConfig(trial_dirname_creator=trial_dirname),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name=name, stop=stop, verbose=0,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=checkpoint_every,
+                                                    checkpoint_at_end=bool(checkpoint_every)),
+            **run,
+        ),
+    )
+    results = tuner.fit()
+    assert results.num_errors == 0, [r.error for r in results if r.error]
+    return results
+
+
+def rows(result):
+    return result.metrics_dataframe.sort_values("training_iteration").reset_index(drop=True)
+
+
+def test_search_grid_and_random_with_asha(tmp_path):
+    space = corridor_config(length=8, lr=tune.grid_search([1e-4, 3e-3]), agent={"ent_coef": tune.uniform(0.0, 0.02)})
+    asha = ASHAScheduler(time_attr="training_iteration", max_t=6, grace_period=2, reduction_factor=2)
+    results = fit(AjaxTrainable, space, tmp_path, "search", checkpoint_every=2, tune_config=tune.TuneConfig(
+        metric="eval/return_mean", mode="max", num_samples=2, scheduler=asha, trial_dirname_creator=trial_dirname))
+    assert len(results) == 4
+    assert sorted(r.config["agent"]["lr"] for r in results) == [1e-4, 1e-4, 3e-3, 3e-3]
+    assert len({r.config["agent"]["ent_coef"] for r in results}) == 4  # sampled per trial
+    assert all(2 <= r.metrics["training_iteration"] <= 6 for r in results)  # ASHA's rungs and max_t
+
+    best = results.get_best_result()
+    assert best.metrics["eval/return_mean"] == max(r.metrics["eval/return_mean"] for r in results)
+    assert best.metrics["eval/return_mean"] > 0  # the best trial found the goal
+    assert best.metrics["timesteps_total"] == best.metrics["env_steps"] == best.metrics["training_iteration"] * BUDGET
+
+    # checkpoints exist and restore: into the core object, and into the trainable
+    checkpoint = best.checkpoint
+    assert (pathlib.Path(checkpoint.path) / "ajax_tune.json").exists()
+    saved_iteration = json.loads((pathlib.Path(checkpoint.path) / "ajax_tune.json").read_text())["extra"]["iteration"]
+    runner = Runner(best.config)
+    runner.restore(checkpoint.path)
+    assert runner.loop.timestep(runner.state) == saved_iteration * BUDGET
+    assert runner.train()["env_steps"] == (saved_iteration + 1) * BUDGET
+    trainable = AjaxTrainable(config=best.config)
+    trainable.restore(checkpoint)
+    assert trainable.train()["env_steps"] == (saved_iteration + 1) * BUDGET  # the run continues
+    trainable.stop()
+
+
+def check_curriculum_rows(df, promoted):
+    """Every row reports the task it trained on, and the next call trains on the task it chose."""
+    trained, chosen = df["curriculum/task/length"].tolist(), df["curriculum/next_task/length"].tolist()
+    assert trained[1:] == chosen[:-1]
+    assert trained[0] == 4 and max(trained) >= 12  # it grew
+    for t, c, result in zip(trained, chosen, df.to_dict("records")):
+        assert c == (promoted(t) if result["eval/success_rate_mean"] >= 1.0 else t)
+    assert df["perf/compilations"].max() == 1
+
+
+@pytest.mark.parametrize("style", ["env_task_fn", "callback"])
+def test_curriculum_on_corridor_grows_and_survives_restore(tmp_path, style):
+    if style == "env_task_fn":
+        space = corridor_config(length=4, env_task_fn="curricula:grow_corridor")
+        promoted = lambda t: min(t + 4, 32)
+    else:
+        space = corridor_config(length=4, callbacks=[{
+            "class": "ajax_tune.curriculum:ThresholdCurriculum",
+            "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0},
+        }])
+        promoted = lambda t: min(t + 4, 32)
+    results = fit(AjaxTrainable, space, tmp_path, style, stop={"training_iteration": 8}, checkpoint_every=1)
+    result = results[0]
+    df = rows(result)
+    check_curriculum_rows(df, promoted)
+    if style == "callback":
+        assert (df["curriculum/next_task/length"] == 4 * (df["curriculum/level"] + 1)).all()
+
+    # restore from the checkpoint after iteration 4: the curriculum continues from there
+    by_iteration = {m["training_iteration"]: c for c, m in result.best_checkpoints}
+    trainable = AjaxTrainable(config=result.config)
+    trainable.restore(by_iteration[4])
+    after = trainable.train()
+    assert after["curriculum/task/length"] == df.loc[3, "curriculum/next_task/length"]
+    assert after["eval/return_mean"] == df.loc[4, "eval/return_mean"]  # bit-exact continuation
+    assert after["curriculum/next_task/length"] == df.loc[4, "curriculum/next_task/length"]
+    trainable.stop()
+
+
+def train_with_runner(config):
+    """A function trainable that owns the core object, as RLlib users own an Algorithm."""
+    runner = Runner(config["ajax"], trial_id=tune.get_context().get_trial_id())
+    checkpoint = tune.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as directory:
+            runner.restore(directory)
+    while runner.iteration < config["iterations"]:
+        result = runner.train()
+        if result["eval/success_rate_mean"] >= 1.0:
+            runner.set_task({"length": min(2 * runner.get_task()["length"], 32)})
+        with tempfile.TemporaryDirectory() as directory:
+            runner.save(directory)
+            tune.report({**result, "task_after": runner.get_task()["length"]},
+                        checkpoint=tune.Checkpoint.from_directory(directory))
+
+
+def test_function_trainable_with_the_core_object(tmp_path):
+    results = fit(train_with_runner, {"ajax": corridor_config(length=4), "iterations": 6}, tmp_path, "function")
+    df = rows(results[0])
+    assert len(df) == 6
+    assert df["curriculum/task/length"].tolist()[1:] == df["task_after"].tolist()[:-1]
+    assert df["task_after"].max() >= 16
+    assert df["env_steps"].tolist() == [BUDGET * i for i in range(1, 7)]
+    assert results[0].checkpoint is not None
+
+
+def test_curriculum_pays_off_on_a_long_corridor(tmp_path):
+    """Same seeds, same budget, same deceptive 32-cell corridor (a door at the start pays 0.2):
+    direct training learns to leave through the door and never reaches the far end; a
+    curriculum that starts at 4 cells reaches it on every evaluation."""
+    ladder = {"class": "ajax_tune.curriculum:ThresholdCurriculum",
+              "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0}}
+    space = corridor_config(
+        env={"task": {"length": 32, "exit_reward": 0.2}},
+        callbacks=tune.grid_search([[], [ladder]]),
+        agent={"num_envs": 16, "unroll_length": 32}, train={"timesteps_per_iteration": 16 * 32 * 6})
+    results = fit(AjaxTrainable, space, tmp_path, "payoff", stop={"training_iteration": 12})
+    curriculum, direct = sorted((rows(r) for r in results), key=lambda df: "curriculum/level" not in df)
+    assert curriculum["curriculum/task/length"].iloc[0] == 4  # the ladder starts short
+    final = curriculum.iloc[-1]
+    assert final["curriculum/task/length"] == 32 and final["eval/success_rate_mean"] == 1.0
+    assert final["eval/return_min"] == 1.0
+    assert (direct["curriculum/task/length"] == 32).all()
+    assert direct["eval/success_rate_mean"].max() == 0.0
+    # any arrival (worth 1) would lift the mean training return above the door's 0.2
+    assert direct["train/episode_return_mean"].max() <= 0.2 + 1e-6
+    assert curriculum["env_steps"].max() == direct["env_steps"].max()
+
+
+LEVELS = list(range(4, 33, 4))
+
+
+def test_pbt_over_lr_schedules_without_recompiling(tmp_path):
+    space = corridor_config(
+        length=4,
+        lr={"kind": "warmup_cosine", "peak": tune.choice([3e-4, 3e-3]), "warmup_fraction": 0.1, "end_fraction": 0.1},
+        callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
+                    "kwargs": {"levels": {"length": LEVELS}, "threshold": 1.0}}],
+        train={"total_timesteps": 12 * BUDGET},
+    )
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.25,
+        resample_probability=0.5,
+        hyperparam_mutations={"agent": {"lr": {
+            "peak": tune.loguniform(1e-4, 1e-2),
+            "warmup_fraction": [0.0, 0.1, 0.2],
+            "end_fraction": [0.0, 0.1],
+            "kind": ["warmup_cosine", "cosine", "linear"],
+        }}},
+    )
+    results = fit(AjaxTrainable, space, tmp_path, "pbt", stop={"training_iteration": 10}, tune_config=tune.TuneConfig(
+        metric="curriculum/level", mode="max", num_samples=4, scheduler=pbt, reuse_actors=True,
+        trial_dirname_creator=trial_dirname))
+    experiment = pathlib.Path(results.experiment_path)
+    exploits = [json.loads(line) for line in (experiment / "pbt_global.txt").read_text().splitlines()]
+    assert exploits, "PBT never exploited"
+
+    mutated = 0
+    for result in results:
+        df = rows(result)
+        assert (df["perf/compilations"] <= 1).all()
+        # the reported learning rate is the schedule of the config in force, at that timestep
+        for r in df.to_dict("records"):
+            params = Schedule(kind=r["config/agent/lr/kind"], peak=r["config/agent/lr/peak"],
+                              warmup_fraction=r["config/agent/lr/warmup_fraction"],
+                              end_fraction=r["config/agent/lr/end_fraction"]).to_params()
+            expected = learning_rate(params, jnp.float32(r["env_steps"] - UNROLL), jnp.float32(12 * BUDGET))
+            assert r["lr"] == pytest.approx(float(expected), rel=1e-5)
+        mutated += df["config/agent/lr/peak"].nunique() > 1
+        # the curriculum level travels with the state: the task never drops (no demotion is
+        # configured) and always matches the reported level
+        assert (df["curriculum/next_task/length"] >= df["curriculum/task/length"]).all()
+        assert (df["curriculum/next_task/length"] == [LEVELS[int(x)] for x in df["curriculum/level"]]).all()
+        # env steps only grow within a lineage, although Tune rewinds training_iteration
+        assert (df["env_steps"] == df["training_iteration"] * BUDGET).all()
+        assert (df["timesteps_total"] == df["env_steps"]).all()
+    assert mutated >= 1
+
+
+def test_trial_recovers_from_a_failure_exactly(tmp_path):
+    never = tmp_path / "never-fails"
+    never.write_text("already failed")
+    callbacks = lambda marker: [{"class": "curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 3}}]
+    space = corridor_config(length=8, callbacks=tune.grid_search([callbacks(tmp_path / "failed"), callbacks(never)]))
+    results = fit(AjaxTrainable, space, tmp_path, "recovery", stop={"training_iteration": 5}, checkpoint_every=1,
+                  failure_config=tune.FailureConfig(max_failures=1))
+    assert (tmp_path / "failed").exists()  # the failure really happened
+    failed, clean = sorted(results, key=lambda r: r.config["callbacks"][0]["kwargs"]["marker"] != str(tmp_path / "failed"))
+    for key in ("eval/return_mean", "eval/return_seed0", "eval/return_seed1", "loss/value", "env_steps"):
+        a, b = failed.metrics[key], clean.metrics[key]
+        assert a == b or (math.isnan(a) and math.isnan(b)), key
+
+
+def test_trainable_reset_config_leaks_nothing():
+    first = AjaxTrainable(config=corridor_config(lr=1e-3, train={"seed": 2}))
+    first.train()
+    first.runner.set_task({"length": 20})
+    new_config = corridor_config(lr=4e-3, train={"seed": 5})
+    assert first.reset(new_config)
+    fresh = AjaxTrainable(config=new_config)
+    assert_trees_equal(first.runner.state, fresh.runner.state)
+    a, b = first.train(), fresh.train()
+    assert a["training_iteration"] == b["training_iteration"] == 1
+    assert first.runner.loop.compilations == 1  # reset reused the compiled program
+    np.testing.assert_array_equal(np.asarray(first.runner.state.agent.params["policy"]["params"]["Dense_0"]["kernel"]),
+                                  np.asarray(fresh.runner.state.agent.params["policy"]["params"]["Dense_0"]["kernel"]))
+    first.stop()
+    fresh.stop()
