@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import importlib
 from typing import Any, Callable, Mapping
 
@@ -68,7 +69,7 @@ class Config:
             return config
         if not isinstance(config, Mapping):
             raise ConfigError(f"a config must be a mapping with keys {list(TOP_LEVEL)}, got {type(config).__name__}")
-        _check_keys(config, TOP_LEVEL, "")
+        check_keys(config, TOP_LEVEL, "")
         sections = {name: parse_section(kind, config.get(name, {}), name) for name, kind in SECTIONS.items()}
         agent_values = dict(config.get("agent", {}))
         if not isinstance(agent_values, Mapping):
@@ -84,6 +85,22 @@ class Config:
             env=sections["env"], agent_name=agent_name, agent=agent, train=sections["train"],
             env_task_fn=config.get("env_task_fn"), callbacks=tuple(callbacks), resources=sections["resources"],
         )
+
+    def to_dict(self) -> dict:
+        """A JSON-able dict that `from_dict` reads back (callables as import paths)."""
+        agent = {"name": self.agent_name}
+        for f in dataclasses.fields(self.agent):
+            value = getattr(self.agent, f.name)
+            agent[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else (
+                list(value) if isinstance(value, tuple) else value)
+        return {
+            "env": dataclasses.asdict(self.env),
+            "agent": agent,
+            "train": dataclasses.asdict(self.train),
+            "env_task_fn": import_path(self.env_task_fn),
+            "callbacks": [import_path(c) for c in self.callbacks],
+            "resources": dataclasses.asdict(self.resources),
+        }
 
     def static_settings(self) -> dict:
         """Everything whose change needs a new program (compared by `Runner.reconfigure`)."""
@@ -105,7 +122,7 @@ def parse_section(config_cls, values: Any, section: str):
     if not isinstance(values, Mapping):
         raise ConfigError(f"{section} must be a mapping, got {values!r}")
     names = [f.name for f in dataclasses.fields(config_cls)]
-    _check_keys(values, names, f"{section}.")
+    check_keys(values, names, f"{section}.")
     try:
         return config_cls(**coerce(config_cls, dict(values)))
     except ConfigError as exc:
@@ -113,7 +130,8 @@ def parse_section(config_cls, values: Any, section: str):
         raise ConfigError(message if message.startswith(section) else f"{section}.{message}") from None
 
 
-def _check_keys(values: Mapping, allowed, prefix: str) -> None:
+def check_keys(values: Mapping, allowed, prefix: str) -> None:
+    """Reject unknown keys, naming the nearest valid one."""
     for key in values:
         if key not in allowed:
             close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
@@ -142,7 +160,25 @@ def resolve_import(spec: Any, what: str) -> Any:
 
 
 def resolve_callable(spec: Any, what: str) -> Callable:
+    """Like `resolve_import`, and {"function": "module:name", "kwargs": {...}} binds keyword
+    arguments, so YAML can configure a generic function."""
+    if isinstance(spec, Mapping):
+        check_keys(spec, ("function", "kwargs"), f"{what}.")
+        if "function" not in spec:
+            raise ConfigError(f"{what} given as a mapping needs 'function' (and optional 'kwargs')")
+        return functools.partial(resolve_callable(spec["function"], what), **dict(spec.get("kwargs") or {}))
     target = resolve_import(spec, what)
     if not callable(target):
         raise ConfigError(f"{what} must be callable, got {target!r}")
     return target
+
+
+def import_path(value: Any) -> Any:
+    """Callables and classes as "module:qualname" where that imports back; other values as is."""
+    if isinstance(value, (str, Mapping, list, int, float, bool)) or value is None:
+        return value
+    target = value if callable(value) and hasattr(value, "__qualname__") else type(value)
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", "")
+    if module and "<" not in name:
+        return f"{module}:{name}"
+    return repr(value)

@@ -186,6 +186,34 @@ class ThresholdCurriculum(Callback):
         return {"curriculum/level": float(self.level)}
 
 
+def grow_when_solved(
+    train_results: dict,
+    task_settable_env: TaskSettableEnv,
+    env_ctx: EnvContext,
+    *,
+    field: str,
+    step: float = 0.0,
+    factor: float = 1.0,
+    maximum: float | None = None,
+    metric: str = "eval/success_rate_mean",
+    threshold: float = 1.0,
+):
+    """A generic env_task_fn: when `metric` reaches `threshold`, `field` becomes
+    `min(value * factor + step, maximum)`. Configure it from YAML as
+    `env_task_fn: {function: "ajax_tune.curriculum:grow_when_solved", kwargs: {field: length, step: 4}}`.
+    """
+    value = train_results.get(metric, math.nan)
+    if math.isnan(value) or value < threshold:
+        return None
+    current = task_settable_env.get_task()[field]
+    grown = current * factor + step
+    if maximum is not None:
+        grown = min(grown, maximum)
+    if task_settable_env.task_spec[field].is_integer:
+        grown = int(round(grown))
+    return {field: grown}
+
+
 def make_callback(spec: Any) -> Callback:
     """A callback from an instance, a class, a "module:Class" string, or
     {"class": ..., "kwargs": {...}} as written in YAML."""

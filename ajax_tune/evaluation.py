@@ -21,8 +21,10 @@ from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 EVAL_KEYS = ("eval/return", "eval/length", "eval/success")
 
 
-def make_evaluate(agent, env: EpisodeWrapper, episodes: int):
+def make_evaluate(agent, env: EpisodeWrapper, episodes: int, per_episode: bool = False):
+    """Returns means over episodes, or (`per_episode`) every episode's values."""
     venv = VecEnv(env, episodes)
+    reduce = (lambda x: x) if per_episode else jnp.mean
 
     def evaluate(agent_state, task, key) -> dict[str, jax.Array]:
         k_reset, k_run = jax.random.split(key)
@@ -41,9 +43,9 @@ def make_evaluate(agent, env: EpisodeWrapper, episodes: int):
         state, _, _ = jax.lax.while_loop(running, step, (state, jnp.zeros((), jnp.int32), k_run))
         success = state.info["success"] if env.has_success else jnp.full((episodes,), jnp.nan)
         return {
-            "eval/return": jnp.mean(state.episode.ret),
-            "eval/length": jnp.mean(state.episode.step.astype(jnp.float32)),
-            "eval/success": jnp.mean(success),
+            "eval/return": reduce(state.episode.ret),
+            "eval/length": reduce(state.episode.step.astype(jnp.float32)),
+            "eval/success": reduce(success),
         }
 
     return evaluate

@@ -15,12 +15,15 @@ from typing import Any, Mapping
 import jax
 import numpy as np
 
+from ajax_tune import checkpoint
 from ajax_tune.agents import make_agent
+from ajax_tune.checkpoint import CheckpointError
 from ajax_tune.config import Config, ConfigError, resolve_callable
 from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import flatten_task
-from ajax_tune.evaluation import summarize
+from ajax_tune.envs.base import task_to_jax
+from ajax_tune.evaluation import make_evaluate, summarize
 from ajax_tune.loop import TrainLoop
 
 
@@ -33,18 +36,22 @@ class Runner:
 
     # -- building ------------------------------------------------------------------------
 
+    @staticmethod
+    def check(config: Mapping | Config) -> Config:
+        """Everything a runner would reject, found without compiling: the config's values, the
+        env and its kwargs, the starting task, the budget against the unroll, the curriculum's
+        imports. Returns the parsed config."""
+        cfg = Config.from_dict(config)
+        env, _ = _build_loop(cfg)
+        env.validate_task(cfg.env.task)
+        if cfg.env_task_fn:
+            resolve_callable(cfg.env_task_fn, "env_task_fn")
+        for spec in cfg.callbacks:
+            make_callback(spec)
+        return cfg
+
     def _build_loop(self) -> None:
-        cfg = self.config
-        try:
-            env = make_env(cfg.env.name, **cfg.env.kwargs)
-        except KeyError as exc:
-            raise ConfigError(f"env.name: {exc.args[0]}") from None
-        except TypeError as exc:
-            raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
-        wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
-        agent = make_agent(cfg.agent_name, cfg.agent, env.observation_space, env.action_space)
-        self.env = wrapped
-        self.loop = TrainLoop(wrapped, agent, cfg.train)
+        self.env, self.loop = _build_loop(self.config)
 
     def _start_run(self) -> None:
         """A fresh run of the current config: new state, new curriculum, counters at zero."""
@@ -138,6 +145,7 @@ class Runner:
             "trial_id": self.trial_id,
             "iteration": self.iteration,
             "callbacks": [_call(cb, "get_state", {}) for cb in self.callbacks],
+            "config": self.config.to_dict(),
         }
         return str(self.loop.save(directory, self.state, extra=extra))
 
@@ -149,7 +157,7 @@ class Runner:
         extra = metadata.get("extra", {})
         saved_states = extra.get("callbacks", [])
         if len(saved_states) != len(self.callbacks):
-            raise ConfigError(
+            raise CheckpointError(
                 f"{directory} holds the state of {len(saved_states)} callback(s); this config has "
                 f"{len(self.callbacks)}")
         source = extra.get("trial_id", "")
@@ -163,11 +171,53 @@ class Runner:
                 cb.set_state(saved)
             _hook(cb, "on_checkpoint_load", self, str(directory))
 
+    @classmethod
+    def from_checkpoint(cls, directory, *, curriculum: bool = False) -> "Runner":
+        """A runner rebuilt from the config a checkpoint records, holding its state.
+
+        Without `curriculum` the env_task_fn and callbacks are left out (they may not import
+        where the checkpoint is evaluated); the task stays what the checkpoint holds.
+        """
+        extra = checkpoint.read_metadata(directory).get("extra", {})
+        config = extra.get("config")
+        if config is None:
+            raise CheckpointError(f"{directory} does not record its config; it was not written by a Runner")
+        if not curriculum:
+            config = {**config, "env_task_fn": None, "callbacks": []}
+        runner = cls(config, trial_id=extra.get("trial_id", ""))
+        if curriculum:
+            runner.restore(directory)
+        else:
+            state, _ = runner.loop.restore(directory)
+            runner.state, runner.iteration = state, int(extra.get("iteration", 0))
+        return runner
+
+    def evaluate(self, episodes: int = 10, task: Mapping[str, Any] | None = None, seed: int = 0) -> dict:
+        """Deterministic-policy episodes of every seed on `task` (default: the current one)."""
+        task = self.env.validate_task(task or {}, current=self.get_task())
+        evaluate = jax.jit(jax.vmap(make_evaluate(self.loop.agent, self.env, episodes, per_episode=True),
+                                    in_axes=(0, None, None)))
+        out = jax.device_get(evaluate(self.state.agent, task_to_jax(task), jax.random.PRNGKey(seed)))
+        return {"task": {k: v.tolist() for k, v in task.items()},
+                **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
+
     def evaluate_policy(self):
         """A numpy policy `obs -> action` of seed 0, deterministic, for use outside JAX."""
         agent, agent_state = self.loop.agent, jax.tree.map(lambda x: x[0], self.state.agent)
         act = jax.jit(lambda obs: agent.act(agent_state, obs, jax.random.PRNGKey(0), deterministic=True)[0])
         return lambda obs: np.asarray(act(np.asarray(obs, np.float32)))
+
+
+def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
+    try:
+        env = make_env(cfg.env.name, **cfg.env.kwargs)
+    except KeyError as exc:
+        raise ConfigError(f"env.name: {exc.args[0]}") from None
+    except TypeError as exc:
+        raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
+    wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
+    agent = make_agent(cfg.agent_name, cfg.agent, env.observation_space, env.action_space)
+    return wrapped, TrainLoop(wrapped, agent, cfg.train)
 
 
 def _hook(callback, name: str, *args) -> None:

@@ -1,0 +1,266 @@
+"""Plots of a finished (or running) Tune experiment, read from the files Tune writes.
+
+Only `progress.csv` and `params.json` are read, so this works on a copied results folder
+without Ray. Everything is drawn against `env_steps`, not `training_iteration`: under PBT Tune
+rewinds the iteration counter after an exploit and the trial continues the donor's lineage, so
+one trial's rows are several contiguous lineage segments. Each segment is drawn as its own line
+(same colour per trial), which shows the path a trial actually followed through exploits
+instead of zigzags joining unrelated points.
+
+Figures are built on `matplotlib.figure.Figure` and saved with the Agg renderer; pyplot and the
+global backend are never touched, so importing this module changes nothing for the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pathlib
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+STEP = "env_steps"
+RETURN = "eval/return_mean"
+SEED_PREFIX = "eval/return_seed"
+TASK_PREFIX = "curriculum/task/"
+LEVEL = "curriculum/level"
+MAX_LABEL = 48
+
+
+@dataclass
+class TrialSeries:
+    """One trial's rows in file order, cut into contiguous lineage segments."""
+
+    trial_id: str
+    label: str
+    frame: pd.DataFrame
+    segments: list[pd.DataFrame] = field(default_factory=list)
+
+
+def lineage_segments(frame: pd.DataFrame) -> list[pd.DataFrame]:
+    """Cut where `env_steps` does not advance by exactly `timesteps_this_iter`.
+
+    Such a row did not continue the previous one: it continued a restored checkpoint (a PBT
+    exploit's donor, usually). An exploit of a donor at the same env step does not show here; its
+    line stays whole, which the continuous step axis allows.
+    """
+    if frame.empty:
+        return []
+    steps = frame[STEP].to_numpy(np.float64)
+    budget = frame["timesteps_this_iter"].to_numpy(np.float64)
+    breaks = np.nonzero(steps[1:] - steps[:-1] != budget[1:])[0] + 1
+    bounds = [0, *breaks.tolist(), len(frame)]
+    return [frame.iloc[a:b].reset_index(drop=True) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def seed_columns(frame: pd.DataFrame) -> list[str]:
+    """`eval/return_seed0..K-1`, in seed order (not string order: seed10 after seed9)."""
+    cols = [c for c in frame.columns if c.startswith(SEED_PREFIX) and c[len(SEED_PREFIX):].isdigit()]
+    return sorted(cols, key=lambda c: int(c[len(SEED_PREFIX):]))
+
+
+def seed_band(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row min and max over the seeds' evaluation returns (NaN where none evaluated)."""
+    cols = seed_columns(frame)
+    if not cols:
+        nan = np.full(len(frame), np.nan)
+        return nan, nan.copy()
+    values = frame[cols].to_numpy(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no evaluation, NaN is right
+        return np.nanmin(values, axis=1), np.nanmax(values, axis=1)
+
+
+def learning_curve(segment: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(env_steps, mean return, seed min, seed max) of the rows that evaluated."""
+    if RETURN not in segment:
+        return (np.zeros(0),) * 4
+    evaluated = segment[segment[RETURN].notna()]
+    lo, hi = seed_band(evaluated)
+    return evaluated[STEP].to_numpy(np.float64), evaluated[RETURN].to_numpy(np.float64), lo, hi
+
+
+def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
+    """Every trial directory with at least one result row, labelled by what sets it apart.
+
+    Labels come from `params.json`, which Tune rewrites after a PBT exploit: they show the
+    hyperparameters a trial ended with.
+    """
+    root = pathlib.Path(experiment_dir)
+    found: list[tuple[pathlib.Path, pd.DataFrame, dict[str, Any]]] = []
+    for progress in sorted(root.glob("*/progress.csv")):
+        try:
+            frame = pd.read_csv(progress, dtype={"trial_id": str})
+        except pd.errors.EmptyDataError:
+            continue
+        if frame.empty or STEP not in frame or "timesteps_this_iter" not in frame:
+            continue
+        params_file = progress.parent / "params.json"
+        params = _flatten(json.loads(params_file.read_text())) if params_file.exists() else {}
+        found.append((progress.parent, frame, params))
+    if not found:
+        raise ValueError(f"no trial results (progress.csv with env_steps rows) under {root}")
+
+    differing = _differing_keys([params for _, _, params in found])
+    trials = []
+    for directory, frame, params in found:
+        trial_id = str(frame["trial_id"].iloc[0]) if "trial_id" in frame else directory.name
+        parts = [f"{name}={_short(params.get(key))}" for key, name in differing.items()]
+        label = " ".join([trial_id, *parts])
+        if len(label) > MAX_LABEL:
+            label = label[: MAX_LABEL - 1] + "…"
+        trials.append(TrialSeries(trial_id, label, frame, lineage_segments(frame)))
+    return trials
+
+
+def plot_experiment(experiment_dir: str | pathlib.Path, out_dir: str | pathlib.Path | None = None) -> list[pathlib.Path]:
+    """Write learning_curves.png, learning_rates.png and (when a curriculum moved or reports
+    levels) curriculum.png, with one subplot per task field that moved; returns the paths."""
+    trials = load_trials(experiment_dir)
+    out = pathlib.Path(out_dir) if out_dir is not None else pathlib.Path(experiment_dir) / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    colors = _colors(len(trials))
+    written = [_learning_curves(trials, colors, out / "learning_curves.png")]
+    fields = _curriculum_fields(trials)
+    if fields:
+        written.append(_curriculum(trials, colors, fields, out / "curriculum.png"))
+    written.append(_learning_rates(trials, colors, out / "learning_rates.png"))
+    return written
+
+
+# -- figures -----------------------------------------------------------------------------
+
+
+def _learning_curves(trials: list[TrialSeries], colors, path: pathlib.Path) -> pathlib.Path:
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    ax = fig.add_subplot()
+    for trial, color in zip(trials, colors):
+        label = trial.label
+        for segment in trial.segments:
+            x, mean, lo, hi = learning_curve(segment)
+            if not len(x):
+                continue
+            ax.plot(x, mean, color=color, marker=".", label=label)
+            if not np.all(np.isnan(lo)):
+                ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
+            label = None  # one legend entry per trial
+    _finish(fig, ax, "evaluation return (mean; band: min..max over seeds)", "learning curves")
+    return _save(fig, path)
+
+
+def _curriculum(trials: list[TrialSeries], colors, fields: list[str], path: pathlib.Path) -> pathlib.Path:
+    fig = Figure(figsize=(9, 2.4 * len(fields) + 1), layout="constrained")
+    axes = fig.subplots(len(fields), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, column in zip(axes, fields):
+        for i, (trial, color) in enumerate(zip(trials, colors)):
+            label = trial.label
+            # step lines of several trials often coincide: earlier trials drawn wider stay visible
+            width = 1.2 + 2.4 * (len(trials) - 1 - i) / max(len(trials) - 1, 1)
+            for segment in trial.segments:
+                if column not in segment or segment[column].isna().all():
+                    continue
+                # a row's task held through its whole call, which ended at the row's env_steps
+                x = np.concatenate([segment[STEP].iloc[:1] - segment["timesteps_this_iter"].iloc[:1], segment[STEP]])
+                y = np.concatenate([segment[column].iloc[:1], segment[column]])
+                ax.plot(x, y, color=color, drawstyle="steps-pre", linewidth=width, alpha=0.85, label=label)
+                label = None
+        ax.set_ylabel(column.removeprefix(TASK_PREFIX).removeprefix("curriculum/"))
+        ax.grid(alpha=0.3)
+    axes[-1].set_xlabel(STEP)
+    axes[0].set_title("curriculum: task trained on")
+    _legend(fig, axes[0])
+    return _save(fig, path)
+
+
+def _learning_rates(trials: list[TrialSeries], colors, path: pathlib.Path) -> pathlib.Path:
+    fig = Figure(figsize=(9, 5), layout="constrained")
+    ax = fig.add_subplot()
+    for trial, color in zip(trials, colors):
+        label = trial.label
+        for segment in trial.segments:
+            if "lr" in segment and segment["lr"].notna().any():
+                ax.plot(segment[STEP], segment["lr"], color=color, marker=".", markersize=3, label=label)
+                label = None
+    lrs = np.concatenate([t.frame["lr"].to_numpy(np.float64) for t in trials if "lr" in t.frame] or [np.ones(1)])
+    lrs = lrs[np.isfinite(lrs)]
+    if lrs.size and lrs.min() > 0 and lrs.max() / lrs.min() > 20:  # PBT spreads span decades
+        ax.set_yscale("log")
+    _finish(fig, ax, "learning rate (at the end of each call)", "learning rate per lineage segment")
+    return _save(fig, path)
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _curriculum_fields(trials: list[TrialSeries]) -> list[str]:
+    """The task fields that moved, and the level if reported; none if the curriculum never moved
+    and has no levels (a fixed task is not worth a figure)."""
+    columns = sorted({c for t in trials for c in t.frame.columns if c.startswith(TASK_PREFIX)})
+    moved = [c for c in columns if pd.concat([t.frame[c] for t in trials if c in t.frame]).nunique() > 1]
+    levels = [LEVEL] if any(LEVEL in t.frame for t in trials) else []
+    return moved + levels
+
+
+def _finish(fig: Figure, ax, ylabel: str, title: str) -> None:
+    ax.set_xlabel(STEP)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    _legend(fig, ax)
+
+
+def _legend(fig: Figure, ax) -> None:
+    handles, labels = ax.get_legend_handles_labels()
+    if handles:
+        # outside the axes: ten long labels would otherwise cover the curves
+        fig.legend(handles, labels, loc="outside right upper", fontsize="small", frameon=False)
+
+
+def _save(fig: Figure, path: pathlib.Path) -> pathlib.Path:
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def _colors(n: int) -> list:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict):
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(_flatten(value, f"{prefix}{key}/"))
+        return out
+    return {prefix.rstrip("/"): tree}
+
+
+def _differing_keys(params: list[dict[str, Any]]) -> dict[str, str]:
+    """Keys whose values differ across trials, each with the shortest unambiguous name."""
+    keys = sorted({k for p in params for k in p})
+    differing = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True, default=str) for p in params}) > 1]
+    names = {}
+    for key in differing:
+        parts = key.split("/")
+        for n in range(1, len(parts) + 1):
+            name = "/".join(parts[-n:])
+            if sum(other.split("/")[-n:] == parts[-n:] for other in differing) == 1:
+                break
+        names[key] = name
+    return names
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:.3g}"
+    if isinstance(value, (list, dict)):
+        text = json.dumps(value, default=str)
+        return text if len(text) <= 16 else text[:15] + "…"
+    return str(value)

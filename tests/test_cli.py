@@ -1,0 +1,129 @@
+"""The ajax-tune command line: run, evaluate, plot, resume, and one-line errors for bad input."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ajax_tune.cli import main
+
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
+TESTS = pathlib.Path(__file__).resolve().parent
+
+
+def write(tmp_path, text, name="exp.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+SMALL_CORRIDOR = """
+name: small
+trial:
+  env: {name: corridor, kwargs: {max_length: 32, max_episode_steps: 40}, task: {length: 4}}
+  agent: {num_envs: 8, unroll_length: 16, num_minibatches: 2, update_epochs: 2, hidden_sizes: [32, 32], lr: 3.0e-3}
+  train: {total_timesteps: 50000, timesteps_per_iteration: 512, num_seeds: 2, eval_episodes: 4}
+stop: {training_iteration: 3}
+checkpoint: {frequency: 1, at_end: true}
+"""
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "no/such.yaml"], "no config file at no/such.yaml"),
+    (["run", "{dir}/exp.yaml", "--set", "trial.agent.ent_coeff=0.1"], "unknown key agent.'ent_coeff'; did you mean agent.'ent_coef'"),
+    (["run", "{dir}/exp.yaml", "--set", "trial.agent.gamma=2"], "agent.gamma must be <= 1.0"),
+    (["run", "{dir}/exp.yaml", "--set", "trial.agent.lr={loguniform: [0.1]}"], "{loguniform: ...} takes 2 numbers"),
+    (["run", "{dir}/exp.yaml", "--set", "tune.scheduler.name=hyperband"], "tune.scheduler.name must be one of"),
+    (["run", "{dir}/exp.yaml", "--set", "tune.metrc=x"], "did you mean tune.'metric'"),
+    (["run", "{dir}/exp.yaml", "--set", "stopp"], "--set expects key.path=value"),
+    (["run", "{dir}/exp.yaml", "--set", "trial.env.task.length=99"], "expected integer scalar in [1, 32]"),
+    (["run", "{dir}/exp.yaml", "--set", "trial.train.timesteps_per_iteration=500"], "whole number of unrolls"),
+    (["evaluate", "{dir}/nothing"], "no checkpoint at"),
+    (["evaluate", "{dir}", "--episodes", "0"], "--episodes must be >= 1"),
+    (["plot", "{dir}/nothing"], "no experiment directory"),
+    (["resume", "{dir}"], "is not a Tune experiment directory"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    write(tmp_path, SMALL_CORRIDOR)
+    code = main([a.replace("{dir}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert message in err
+
+
+def test_console_script_help_and_bad_config_without_traceback(tmp_path):
+    exe = pathlib.Path(sys.executable).parent / "ajax-tune"
+    out = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "run" in out.stdout and "evaluate" in out.stdout
+    for command in ("run", "resume", "plot", "evaluate"):
+        sub = subprocess.run([exe, command, "--help"], capture_output=True, text=True)
+        assert sub.returncode == 0 and f"ajax-tune {command}" in sub.stdout
+    bad = subprocess.run([exe, "run", write(tmp_path, "trial: {env: {name: cartpol}}")], capture_output=True, text=True)
+    assert bad.returncode == 2
+    lines = bad.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ajax-tune run: error: env.name: unknown env 'cartpol'")
+    assert "did you mean 'cartpole'?" in lines[0]
+
+
+def test_run_evaluate_plot(ray_session, tmp_path, capsys):
+    config = write(tmp_path, SMALL_CORRIDOR)
+    assert main(["run", config, "--storage-path", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "Best trial:" in out and "eval/return_mean" in out and "Plots:" in out
+    checkpoint = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("checkpoint"))
+    assert (pathlib.Path(checkpoint) / "ajax_tune.json").exists()
+    assert sorted(p.name for p in (tmp_path / "results" / "small" / "plots").glob("*.png"))
+
+    assert main(["evaluate", checkpoint, "--episodes", "3", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)
+    assert stats["seeds"] == 2 and stats["episodes"] == 3 and stats["task"]["length"] == 4
+    assert 0.0 <= stats["success_rate"] <= 1.0 and stats["return_min"] <= stats["return_mean"] <= stats["return_max"]
+
+    assert main(["evaluate", checkpoint, "--episodes", "2", "--task", "length=1", "--json"]) == 0
+    one_step = json.loads(capsys.readouterr().out)
+    assert one_step["task"]["length"] == 1 and one_step["length_mean"] <= 40
+
+    assert main(["evaluate", checkpoint, "--task", "length=99"]) == 2
+    assert "expected integer scalar in [1, 32]" in capsys.readouterr().err
+    assert main(["evaluate", checkpoint, "--gymnasium", "CartPole-v1"]) == 2
+    assert "--gymnasium runs policies of ['cartpole', 'pendulum']" in capsys.readouterr().err
+
+    assert main(["plot", str(tmp_path / "results" / "small"), "--out", str(tmp_path / "figs")]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed and all(pathlib.Path(p).exists() and p.endswith(".png") for p in printed)
+
+
+def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys):
+    config = yaml.safe_load((CONFIGS / "quickstart.yaml").read_text())
+    config["trial"]["agent"]["lr"] = {"kind": "linear", "peak": 2.5e-3}
+    config["stop"] = {"training_iteration": 3}
+    path = write(tmp_path, yaml.safe_dump(config))
+    assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    checkpoint = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("checkpoint"))
+    assert main(["evaluate", checkpoint, "--episodes", "3", "--json"]) == 0
+    jax_stats = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", checkpoint, "--episodes", "3", "--gymnasium", "CartPole-v1", "--json"]) == 0
+    gym_stats = json.loads(capsys.readouterr().out)
+    assert gym_stats["env"] == "CartPole-v1" and gym_stats["episodes"] == 3
+    # a policy trained on the JAX twin transfers to the reference implementation
+    assert gym_stats["return_mean"] > 150
+    assert abs(gym_stats["return_mean"] - jax_stats["return_mean"]) < 0.35 * jax_stats["return_mean"]
+
+
+def test_errored_trial_resumes(ray_session, tmp_path, capsys):
+    marker = tmp_path / "failed"
+    config = yaml.safe_load(SMALL_CORRIDOR)
+    config["trial"]["callbacks"] = [{"class": "curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 2}}]
+    path = write(tmp_path, yaml.safe_dump(config))
+    assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 1
+    err = capsys.readouterr().err
+    assert marker.exists() and "1 trial(s) errored" in err and "ajax-tune resume" in err
+    experiment = tmp_path / "r" / "small"
+    assert main(["resume", str(experiment), "--resume-errored", "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "training_iteration       3" in out

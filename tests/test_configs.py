@@ -1,0 +1,55 @@
+"""Every shipped config validates, and runs end to end through the CLI in a reduced size."""
+
+import pathlib
+
+import pandas as pd
+import pytest
+
+from ajax_tune.cli import main
+from ajax_tune.experiment import Experiment
+
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
+
+# Small budgets and few iterations; shapes stay as shipped unless a config is costly to compile.
+REDUCED = {
+    "quickstart.yaml": ["trial.train.timesteps_per_iteration=4096", "stop.training_iteration=2"],
+    "search_cartpole_asha.yaml": ["trial.train.timesteps_per_iteration=4096", "tune.num_samples=2",
+                                  "tune.scheduler.max_t=2", "tune.scheduler.grace_period=1", "stop.training_iteration=2"],
+    "curriculum_corridor.yaml": ["stop.training_iteration=3"],
+    "curriculum_point_reach.yaml": ["trial.train.timesteps_per_iteration=2048", "stop.training_iteration=2"],
+    "pbt_lr_schedule.yaml": ["trial.train.timesteps_per_iteration=4096", "tune.num_samples=2",
+                             "tune.scheduler.perturbation_interval=1", "stop.training_iteration=2"],
+    "brax_inverted_pendulum.yaml": ["trial.agent.num_envs=4", "trial.agent.unroll_length=16",
+                                    "trial.agent.num_minibatches=2", "trial.agent.update_epochs=1",
+                                    "trial.train.timesteps_per_iteration=64", "trial.train.eval_episodes=2",
+                                    "trial.env.kwargs.max_episode_steps=32", "stop.training_iteration=1"],
+}
+
+
+def test_every_config_is_covered():
+    assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == sorted(REDUCED)
+
+
+@pytest.mark.parametrize("name", sorted(REDUCED))
+def test_config_validates_as_shipped(name):
+    experiment = Experiment.load(CONFIGS / name)
+    assert experiment.name == name.removesuffix(".yaml")
+    assert experiment.stop
+
+
+@pytest.mark.parametrize("name", sorted(REDUCED))
+def test_config_runs_reduced(name, ray_session, tmp_path, capsys):
+    overrides = [arg for item in REDUCED[name] for arg in ("--set", item)]
+    code = main(["run", str(CONFIGS / name), *overrides, "--storage-path", str(tmp_path), "--no-plots"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "Best trial:" in out
+    experiment = Experiment.load(CONFIGS / name, REDUCED[name])
+    trials = [p for p in (tmp_path / experiment.name).iterdir() if (p / "progress.csv").exists()]
+    samples = experiment.tune.num_samples * (2 if name == "quickstart.yaml" else 1)
+    assert len(trials) == samples
+    for trial in trials:
+        df = pd.read_csv(trial / "progress.csv")
+        assert len(df) >= 1
+        assert df["env_steps"].iloc[-1] == len(df) * df["timesteps_this_iter"].iloc[0]
+        assert df["perf/compilations"].max() == 1

@@ -1,0 +1,141 @@
+"""Plots of an experiment: the figures of a real Tune run, and the series behind them."""
+
+import json
+import math
+import pathlib
+
+import numpy as np
+import pandas as pd
+import pytest
+from helpers import corridor_config
+from matplotlib.image import imread
+from ray import tune
+
+from ajax_tune import AjaxTrainable
+from ajax_tune.plotting import learning_curve, lineage_segments, load_trials, plot_experiment, seed_band
+from ajax_tune.trainable import trial_dirname
+
+BUDGET = 4 * 8 * 16  # env steps per seed per train() in corridor_config
+ITERATIONS = 5
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def experiment(ray_session, tmp_path_factory) -> pathlib.Path:
+    space = corridor_config(length=4, lr=tune.grid_search([1e-3, 3e-3]), env_task_fn="curricula:grow_corridor")
+    results = tune.Tuner(AjaxTrainable, param_space=space, tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
+                         run_config=tune.RunConfig(storage_path=str(tmp_path_factory.mktemp("plots")), name="grid",
+                                                   stop={"training_iteration": ITERATIONS}, verbose=0)).fit()
+    assert results.num_errors == 0, [r.error for r in results if r.error]
+    return pathlib.Path(results.experiment_path)
+
+
+def check_png(path: pathlib.Path) -> None:
+    assert path.read_bytes()[:8] == PNG, path
+    assert path.stat().st_size > 10_000, path  # axes, curves and a legend, not an empty canvas
+    height, width, _ = imread(path).shape
+    assert width >= 600 and height >= 250, path
+
+
+def test_plots_of_a_tune_run(experiment, tmp_path):
+    written = plot_experiment(experiment)
+    assert [p.name for p in written] == ["learning_curves.png", "curriculum.png", "learning_rates.png"]
+    assert all(p.parent == experiment / "plots" for p in written)
+    for path in written:
+        check_png(path)
+    assert [p.name for p in plot_experiment(experiment, out_dir=tmp_path / "elsewhere")] == [p.name for p in written]
+
+    trials = load_trials(experiment)
+    assert sorted(t.label.split(" ", 1)[1] for t in trials) == ["lr=0.001", "lr=0.003"]  # only what differs
+    assert all(t.label.startswith(t.trial_id) for t in trials)
+    grew = False
+    for trial in trials:
+        (segment,) = trial.segments  # no PBT: one lineage
+        assert segment["env_steps"].tolist() == [BUDGET * i for i in range(1, ITERATIONS + 1)]
+        x, mean, lo, hi = learning_curve(segment)
+        assert len(x) == ITERATIONS  # every call evaluated in this config
+        np.testing.assert_array_equal(lo, segment["eval/return_min"])  # Runner's own min over seeds
+        assert np.all(lo <= mean) and np.all(mean <= hi)
+        grew |= segment["curriculum/task/length"].nunique() > 1
+    assert grew, "no curriculum moved: curriculum.png would not be drawn"
+
+
+def write_trial(root: pathlib.Path, name: str, rows: dict, params: dict | None) -> None:
+    directory = root / name
+    directory.mkdir(parents=True)
+    pd.DataFrame({"trial_id": name, **rows}).to_csv(directory / "progress.csv", index=False)
+    if params is not None:
+        (directory / "params.json").write_text(json.dumps(params))
+
+
+NAN = math.nan
+
+
+def pbt_like(tmp_path: pathlib.Path, level: bool = False) -> pathlib.Path:
+    """Trial a exploits a donor twice: at env step 400 one at 200 (back), at 500 one at 600 (ahead)."""
+    root = tmp_path / ("level" if level else "pbt")
+    steps = [100, 200, 300, 400, 300, 400, 500, 700, 800]
+    a = {"env_steps": steps, "timesteps_this_iter": [100] * 9, "training_iteration": [s // 100 for s in steps],
+         "lr": [1e-3] * 4 + [3e-3] * 3 + [1e-2] * 2,
+         "eval/return_mean": [0.1, NAN, 0.3, NAN, 0.5, NAN, 0.7, 0.8, 0.9],
+         "eval/return_seed0": [0.0, NAN, 0.2, NAN, 0.4, NAN, 0.6, 0.8, 1.0],
+         "eval/return_seed1": [0.2, NAN, 0.4, NAN, 0.6, NAN, 0.8, 0.8, 0.8],
+         "curriculum/task/length": [4] * 9}
+    b = {**{k: v[:3] for k, v in a.items()}, "lr": [1e-4] * 3}
+    if level:
+        a["curriculum/level"], b["curriculum/level"] = [0] * 9, [0, 0, 1]
+    write_trial(root, "t_a", a, {"agent": {"lr": 1e-3, "num_envs": 8}, "train": {"seed": 0}})
+    write_trial(root, "t_b", b, {"agent": {"lr": 1e-4, "num_envs": 8}, "train": {"lr": 5}})
+    (root / "t_pending").mkdir()
+    (root / "t_pending" / "progress.csv").write_text("")  # a trial that never reported
+    return root
+
+
+def test_lineage_segments_break_where_env_steps_do_not_continue(tmp_path):
+    trials = load_trials(pbt_like(tmp_path))
+    assert [t.trial_id for t in trials] == ["t_a", "t_b"]
+    a, b = trials
+    assert [s["env_steps"].tolist() for s in a.segments] == [[100, 200, 300, 400], [300, 400, 500], [700, 800]]
+    assert [s["lr"].tolist() for s in a.segments] == [[1e-3] * 4, [3e-3] * 3, [1e-2] * 2]
+    assert len(b.segments) == 1
+    # keys that differ get the shortest unambiguous name; equal ones (num_envs) are left out
+    assert a.label == "t_a agent/lr=0.001 train/lr=None seed=0"
+    assert b.label == "t_b agent/lr=0.0001 train/lr=5 seed=None"
+
+    frame = pd.DataFrame({"env_steps": [5, 10, 15], "timesteps_this_iter": [5, 5, 10]})
+    assert [len(s) for s in lineage_segments(frame)] == [2, 1]  # 15 - 10 != 10
+    assert lineage_segments(frame.iloc[:0]) == []
+
+
+def test_learning_curve_skips_rows_without_evaluation_and_bands_the_seeds(tmp_path):
+    (a, _) = load_trials(pbt_like(tmp_path))
+    x, mean, lo, hi = learning_curve(a.segments[0])
+    assert x.tolist() == [100, 300] and mean.tolist() == [0.1, 0.3]
+    assert lo.tolist() == [0.0, 0.2] and hi.tolist() == [0.2, 0.4]
+    lo, hi = seed_band(a.frame)
+    seeds = a.frame[["eval/return_seed0", "eval/return_seed1"]].to_numpy()
+    evaluated = ~np.isnan(seeds).all(axis=1)
+    np.testing.assert_array_equal(lo[evaluated], seeds[evaluated].min(axis=1))
+    np.testing.assert_array_equal(hi[evaluated], seeds[evaluated].max(axis=1))
+    assert np.isnan(lo[~evaluated]).all() and np.isnan(hi[~evaluated]).all()
+
+
+def test_curriculum_figure_only_when_the_curriculum_moved_or_has_levels(tmp_path):
+    fixed = plot_experiment(pbt_like(tmp_path))
+    assert [p.name for p in fixed] == ["learning_curves.png", "learning_rates.png"]
+    assert not (tmp_path / "pbt" / "plots" / "curriculum.png").exists()
+    for path in fixed:
+        check_png(path)
+    levels = plot_experiment(pbt_like(tmp_path, level=True))
+    assert [p.name for p in levels] == ["learning_curves.png", "curriculum.png", "learning_rates.png"]
+    check_png(levels[1])
+
+
+def test_no_results_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError, match=str(tmp_path)):
+        plot_experiment(tmp_path)
+    (tmp_path / "trial").mkdir()
+    (tmp_path / "trial" / "progress.csv").write_text("")
+    with pytest.raises(ValueError, match="no trial results"):
+        plot_experiment(tmp_path)
+    assert not (tmp_path / "plots").exists()
