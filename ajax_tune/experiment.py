@@ -233,6 +233,7 @@ class Experiment:
         section = self.tune
         scheduler = build_scheduler(section)
         tune_config = tune.TuneConfig(
+            trial_name_creator=trial_dirname,
             metric=section.metric, mode=section.mode, num_samples=section.num_samples,
             search_alg=build_searcher(section), scheduler=scheduler,
             max_concurrent_trials=section.max_concurrent_trials or None,
