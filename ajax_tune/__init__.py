@@ -6,7 +6,8 @@ and is loaded on first use.
 
 __version__ = "0.1.0"
 
-__all__ = ["AjaxTrainable", "Config", "Runner", "ThresholdCurriculum", "Callback", "TaskSettableEnv", "__version__"]
+__all__ = ["AjaxTrainable", "Callback", "Config", "Runner", "TaskSettableEnv", "ThresholdCurriculum",
+           "configure_jax", "__version__"]
 
 
 def __getattr__(name):
@@ -22,6 +23,10 @@ def __getattr__(name):
         from ajax_tune.config import Config
 
         return Config
+    if name == "configure_jax":
+        from ajax_tune.jax_setup import configure_jax
+
+        return configure_jax
     if name in ("ThresholdCurriculum", "Callback", "TaskSettableEnv"):
         from ajax_tune import curriculum
 

@@ -17,16 +17,13 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from ajax_tune.errors import CheckpointError
 from ajax_tune.fields import fingerprint
 
 FORMAT = "ajax_tune"
 FORMAT_VERSION = 1
 METADATA_FILE = "ajax_tune.json"
 STATE_DIR = "state"
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be restored here: missing, truncated, foreign or incompatible."""
 
 
 def _leaf_specs(state) -> list[dict]:
@@ -56,7 +53,9 @@ def save(directory, state, *, settings: dict, timestep: int, extra: dict | None 
         "leaves": _leaf_specs(state),
         "extra": extra or {},
     }
-    (directory / METADATA_FILE).write_text(json.dumps(metadata, indent=1))
+    # Extras that JSON cannot hold (a callback's object, say) are kept as their repr rather
+    # than failing a save whose arrays are already on disk.
+    (directory / METADATA_FILE).write_text(json.dumps(metadata, indent=1, default=repr))
     return directory
 
 

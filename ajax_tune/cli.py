@@ -17,9 +17,7 @@ from typing import Sequence
 import yaml
 
 from ajax_tune import __version__
-from ajax_tune.checkpoint import CheckpointError
-from ajax_tune.config import ConfigError
-from ajax_tune.envs.base import TaskError
+from ajax_tune.errors import CheckpointError, ConfigError, TaskError
 
 GYMNASIUM_TWINS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}
 SUMMARY_KEYS = ("eval/return_mean", "eval/return_std", "eval/success_rate_mean", "eval/length_mean",

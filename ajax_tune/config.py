@@ -174,8 +174,13 @@ def resolve_callable(spec: Any, what: str) -> Callable:
 
 
 def import_path(value: Any) -> Any:
-    """Callables and classes as "module:qualname" where that imports back; other values as is."""
-    if isinstance(value, (str, Mapping, list, int, float, bool)) or value is None:
+    """Callables and classes as "module:qualname" where that imports back, inside mappings and
+    lists too; other values as they are, and anything else as its repr."""
+    if isinstance(value, Mapping):
+        return {str(k): import_path(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [import_path(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     target = value if callable(value) and hasattr(value, "__qualname__") else type(value)
     module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", "")

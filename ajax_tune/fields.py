@@ -16,11 +16,8 @@ from typing import Any, Sequence
 
 import jax.numpy as jnp
 
+from ajax_tune.errors import ConfigError
 from ajax_tune.schedules import Schedule
-
-
-class ConfigError(ValueError):
-    """A config value that is missing, unknown, of the wrong type or out of range."""
 
 
 def static(default: Any, *, doc: str = "", **checks) -> Any:

@@ -58,9 +58,6 @@ class TrainState:
 
 
 class TrainLoop:
-    #: traces of any loop's train function in this process (one per compiled program)
-    process_traces = 0
-
     def __init__(self, env, agent, config: LoopConfig):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent = agent
@@ -77,9 +74,12 @@ class TrainLoop:
                 f"{lower + self.steps_per_update}"
             )
         self.updates_per_call = budget // self.steps_per_update
+        self.device = jax.devices()[0]
         self._evaluate = make_evaluate(agent, self.env, config.eval_episodes)
         self.traces = 0
-        self._init = jax.jit(jax.vmap(self._init_one, in_axes=(0, None)))
+        # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
+        # deadlock in LAPACK's batched QR, which a vmapped orthogonal initialiser produces.
+        self._init = jax.jit(lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys))
         self._train = jax.jit(jax.vmap(self._train_one), donate_argnums=0)
 
     # -- identity ------------------------------------------------------------------------
@@ -106,8 +106,12 @@ class TrainLoop:
 
     @property
     def compilations(self) -> int:
-        """How many times `train` has been traced (each trace is a compilation)."""
-        return self.traces
+        """Programs compiled for `train` so far: 1 unless something forced a recompilation.
+
+        Counted from jit's own cache, which also sees recompilations without a retrace (an
+        argument with another placement); falls back to counting traces."""
+        cache_size = getattr(self._train, "_cache_size", None)
+        return max(self.traces, cache_size()) if callable(cache_size) else self.traces
 
     def timestep(self, state: TrainState) -> int:
         return int(np.asarray(state.iteration).reshape(-1)[0]) * self.steps_per_update
@@ -182,12 +186,15 @@ class TrainLoop:
     # -- training ------------------------------------------------------------------------
 
     def train(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
-        """One call: `timesteps_per_iteration` env steps per seed. `state` is donated."""
-        return self._train(state)
+        """One call: `timesteps_per_iteration` env steps per seed. `state` is donated.
+
+        Every state is committed to the loop's device first (free when it already is), so a
+        state fresh from `init`, restored from a checkpoint or edited on the host all match
+        the one compiled program."""
+        return self._train(jax.device_put(state, self.device))
 
     def _train_one(self, state: TrainState):
         self.traces += 1  # runs only while tracing
-        TrainLoop.process_traces += 1
         return jax.lax.scan(self._update, state, None, length=self.updates_per_call)
 
     def _update(self, state: TrainState, _):

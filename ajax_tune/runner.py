@@ -31,6 +31,7 @@ class Runner:
     def __init__(self, config: Mapping | Config, *, trial_id: str = "", trial_name: str = ""):
         self.trial_id, self.trial_name = trial_id, trial_name
         self.config = Config.from_dict(config)
+        self.retired_compilations = 0  # of loops this runner replaced (reconfigure)
         self._build_loop()
         self._start_run()
 
@@ -52,6 +53,7 @@ class Runner:
 
     def _build_loop(self) -> None:
         self.env, self.loop = _build_loop(self.config)
+        self._evaluators: dict[int, Any] = {}
 
     def _start_run(self) -> None:
         """A fresh run of the current config: new state, new curriculum, counters at zero."""
@@ -78,12 +80,13 @@ class Runner:
         new = Config.from_dict(config)
         rebuild = new.static_settings() != self.config.static_settings()
         if rebuild:
-            old, self.config = self.config, new
+            old, old_loop, self.config = self.config, self.loop, new
             try:
                 self._build_loop()
             except Exception:
                 self.config = old
                 raise
+            self.retired_compilations += old_loop.compilations
         else:
             self.config = new
             self.loop.config = new.train  # same static fields; seed and horizon are read at init
@@ -107,7 +110,7 @@ class Runner:
             "env_steps": self.loop.timestep(self.state),
             "perf/call_s": elapsed,
             "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
-            "perf/compilations": TrainLoop.process_traces,
+            "perf/compilations": self.retired_compilations + self.loop.compilations,
         })
         if self.env_task_fn is not None:
             new_task = self.env_task_fn(result, self.task_settable_env, self.env_ctx)
@@ -195,9 +198,10 @@ class Runner:
     def evaluate(self, episodes: int = 10, task: Mapping[str, Any] | None = None, seed: int = 0) -> dict:
         """Deterministic-policy episodes of every seed on `task` (default: the current one)."""
         task = self.env.validate_task(task or {}, current=self.get_task())
-        evaluate = jax.jit(jax.vmap(make_evaluate(self.loop.agent, self.env, episodes, per_episode=True),
-                                    in_axes=(0, None, None)))
-        out = jax.device_get(evaluate(self.state.agent, task_to_jax(task), jax.random.PRNGKey(seed)))
+        if episodes not in self._evaluators:
+            self._evaluators[episodes] = jax.jit(jax.vmap(
+                make_evaluate(self.loop.agent, self.env, episodes, per_episode=True), in_axes=(0, None, None)))
+        out = jax.device_get(self._evaluators[episodes](self.state.agent, task_to_jax(task), jax.random.PRNGKey(seed)))
         return {"task": {k: v.tolist() for k, v in task.items()},
                 **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
 

@@ -55,7 +55,7 @@ def test_split_runs_are_bit_identical(tmp_path):
     assert eval_steps[eval_steps >= 0].tolist() == [3 * UNROLL, 6 * UNROLL]
 
 
-def test_no_recompilation_when_task_and_hyperparameters_change():
+def test_no_recompilation_when_task_and_hyperparameters_change(tmp_path):
     loop = corridor_loop({"lr": LR})
     state = loop.init()
     seen = []
@@ -80,6 +80,11 @@ def test_no_recompilation_when_task_and_hyperparameters_change():
     assert float(seen[4]["lr"][0, 0]) == pytest.approx(2e-3)
     assert float(np.asarray(state.agent.hp["ent_coef"])[0]) == pytest.approx(0.1)
     assert np.asarray(state.env.task["length"])[0].tolist() == list(range(1, 9))
+    # a state restored from disk (committed to the device, unlike a fresh one) fits the same program
+    loop.save(tmp_path / "ck", state)
+    state, _ = loop.restore(tmp_path / "ck")
+    state, _ = loop.train(state)
+    assert loop.compilations == 1
 
 
 def test_state_is_donated():
@@ -120,3 +125,19 @@ def test_seeds_are_independent():
     params = host(state.agent.params)
     first = jax.tree.leaves(params)[0]
     assert not np.array_equal(first[0], first[1])
+
+
+def test_init_has_no_batched_lapack_calls():
+    """Vmapping the orthogonal initialiser over seeds makes XLA call LAPACK's QR batched, which
+    can deadlock the CPU runtime's two worker threads (seen here in about half of the runs that
+    re-initialised after a train call). The loop initialises seeds in turn instead."""
+    loop = corridor_loop({"hidden_sizes": (64, 64)})
+    keys = jax.random.split(jax.random.PRNGKey(0), 2)
+    task = {k: jax.numpy.asarray(v) for k, v in loop.env.validate_task({}).items()}
+    hlo = loop._init.lower(keys, task).as_text()
+    lapack = [line for line in hlo.splitlines() if "custom_call @lapack" in line]
+    assert lapack  # the orthogonal initialiser is there ...
+    assert all('num_batch_dims = "0"' in line for line in lapack)  # ... and never batched
+    state = loop.init(seed=0)
+    kernels = np.asarray(state.agent.params["policy"]["params"]["Dense_1"]["kernel"])
+    assert kernels.shape == (2, 64, 64) and not np.array_equal(kernels[0], kernels[1])

@@ -18,11 +18,9 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from ajax_tune.errors import TaskError
+
 Task = dict[str, jax.Array]
-
-
-class TaskError(ValueError):
-    """A task that does not fit its env: wrong structure, shape, dtype or range."""
 
 
 @struct.dataclass
