@@ -70,7 +70,9 @@ class Domain:
         if self.kind == "randint":
             return int(self.args[0])
         low, high = self.args[0], self.args[1]
-        return float(low if self.kind.startswith("q") else (low * high) ** 0.5 if "log" in self.kind else (low + high) / 2)
+        if self.kind.startswith("q"):
+            return float(low)  # on the grid of q by construction
+        return float((low * high) ** 0.5 if "log" in self.kind else (low + high) / 2)
 
 
 def parse_spaces(value: Any, where: str = "trial") -> Any:

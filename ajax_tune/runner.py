@@ -21,8 +21,7 @@ from ajax_tune.checkpoint import CheckpointError
 from ajax_tune.config import Config, ConfigError, resolve_callable
 from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
 from ajax_tune.envs import EpisodeWrapper, make_env
-from ajax_tune.envs.base import flatten_task
-from ajax_tune.envs.base import task_to_jax
+from ajax_tune.envs.base import flatten_task, task_to_jax
 from ajax_tune.evaluation import make_evaluate, summarize
 from ajax_tune.loop import TrainLoop
 
