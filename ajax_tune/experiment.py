@@ -205,8 +205,12 @@ class Experiment:
             raise ConfigError(f"tune.scheduler.name must be one of {list(SCHEDULERS)}, got {scheduler.get('name')!r}")
         if section.search != "random" and has_grid(trial):
             raise ConfigError(f"tune.search: {section.search} cannot expand {{grid: ...}}; use choice")
+        if scheduler.get("name") in ("pbt", "pb2") and section.search != "random":
+            raise ConfigError(f"tune.search: {scheduler['name']} chooses its own configs; it works with "
+                              f"search: random only, got {section.search!r}")
         section = dataclasses.replace(section, scheduler=dict(scheduler))
         build_scheduler(section)  # validates the scheduler's own options without starting anything
+        build_searcher(section)
 
         ck_raw = dict(raw.get("checkpoint") or {})
         check_keys(ck_raw, [f.name for f in dataclasses.fields(CheckpointSection)], "checkpoint.")
@@ -284,8 +288,9 @@ def build_scheduler(section: TuneSection):
             return PB2(hyperparam_bounds=bounds, **options)
     except TypeError as exc:
         raise ConfigError(f"tune.scheduler ({name}): {exc}") from None
-    except ImportError as exc:
-        raise ConfigError(f"tune.scheduler ({name}) needs an extra package: {exc}") from None
+    except (ImportError, RuntimeError) as exc:  # PB2 raises RuntimeError without scikit-learn
+        raise ConfigError(f"tune.scheduler ({name}) needs an extra package ({exc}); "
+                          f"pip install 'ajax-tune[{name}]'") from None
     raise ConfigError(f"tune.scheduler.name must be one of {list(SCHEDULERS)}, got {name!r}")
 
 
@@ -302,7 +307,8 @@ def build_searcher(section: TuneSection):
 
             return HyperOptSearch(random_state_seed=section.seed)
     except (ImportError, AssertionError) as exc:
-        raise ConfigError(f"tune.search: {section.search} needs its package installed ({exc})") from None
+        raise ConfigError(f"tune.search: {section.search} needs its package ({exc}); "
+                          f"pip install 'ajax-tune[{section.search}]'") from None
     raise ConfigError(f"tune.search must be one of {list(SEARCHERS)}")
 
 

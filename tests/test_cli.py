@@ -127,3 +127,28 @@ def test_errored_trial_resumes(ray_session, tmp_path, capsys):
     assert main(["resume", str(experiment), "--resume-errored", "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert "training_iteration       3" in out
+
+
+@pytest.mark.parametrize("tune_section", [
+    {"search": "optuna", "scheduler": {"name": "asha", "max_t": 3, "grace_period": 1}},
+    {"scheduler": {"name": "pb2", "perturbation_interval": 1, "hyperparam_bounds": {"agent": {"ent_coef": [0.0, 0.02]}}}},
+], ids=["optuna_asha", "pb2"])
+def test_optuna_and_pb2(ray_session, tmp_path, capsys, tune_section):
+    config = yaml.safe_load(SMALL_CORRIDOR)
+    config["trial"]["agent"]["ent_coef"] = {"uniform": [0.0, 0.02]}
+    config["tune"] = {"metric": "eval/return_mean", "mode": "max", "num_samples": 2, **tune_section}
+    path = write(tmp_path, yaml.safe_dump(config))
+    assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0
+    assert "Best trial:" in capsys.readouterr().out
+    trials = [p for p in (tmp_path / "r" / "small").iterdir() if (p / "progress.csv").exists()]
+    assert len(trials) == 2
+    for trial in trials:
+        params = json.loads((trial / "params.json").read_text())
+        assert 0.0 <= params["agent"]["ent_coef"] <= 0.02  # sampled by Optuna or PB2 within bounds
+
+
+def test_pbt_refuses_a_search_algorithm(tmp_path, capsys):
+    config = yaml.safe_load(SMALL_CORRIDOR)
+    config["tune"] = {"search": "optuna", "scheduler": {"name": "pbt", "hyperparam_mutations": {"agent": {"ent_coef": [0.0, 0.01]}}}}
+    assert main(["run", write(tmp_path, yaml.safe_dump(config))]) == 2
+    assert "works with search: random only" in capsys.readouterr().err
