@@ -35,9 +35,9 @@ def test_tune_search(tmp_path):
     assert result["max_compilations"] == 1  # reuse_actors: later trials reused the compiled program
 
 
-@pytest.mark.parametrize("how", ["function", "by_name"])
-def test_curriculum_env_task_fn(tmp_path, how):
-    result = run_example("curriculum_env_task_fn.py", tmp_path, *(["--by-name"] if how == "by_name" else []))
+def test_curriculum_env_task_fn(tmp_path):
+    # (the function by import path, the --by-name variant, is what tests/test_tune.py uses)
+    result = run_example("curriculum_env_task_fn.py", tmp_path)
     tasks = result["curriculum"]["tasks"]
     assert tasks[0] == 4 and tasks[-1] > tasks[0]
     assert all(b - a in (0, 4) for a, b in zip(tasks, tasks[1:]))  # grown 4 cells at a time, never shrunk
