@@ -7,9 +7,9 @@ one line on stderr and exit status 2, found before Ray or JAX start.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
-import os
 import pathlib
 import sys
 from typing import Sequence
@@ -104,7 +104,7 @@ def cmd_run(args) -> int:
 
     experiment = Experiment.load(args.config, args.overrides)  # validated before Ray starts
     if args.name:
-        experiment = _replace(experiment, name=args.name)
+        experiment = dataclasses.replace(experiment, name=args.name)
     wandb_settings = experiment.wandb if experiment.wandb is not None else ({} if args.wandb else None)
     _start_ray(args.address, args.num_cpus)
     callbacks = []
@@ -137,7 +137,6 @@ def _start_ray(address: str | None, num_cpus: int | None) -> None:
 
     if ray.is_initialized():
         return
-    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "1")
     if address:
         ray.init(address=address)
     else:
@@ -251,12 +250,6 @@ def _parse_assignments(items: Sequence[str], flag: str) -> dict:
             raise UsageError(f"{flag} expects FIELD=VALUE, got {item!r}")
         out[key] = yaml.safe_load(text)
     return out
-
-
-def _replace(experiment, **changes):
-    import dataclasses
-
-    return dataclasses.replace(experiment, **changes)
 
 
 def _isnan(value) -> bool:

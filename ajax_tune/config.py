@@ -22,7 +22,7 @@ import importlib
 from typing import Any, Callable, Mapping
 
 from ajax_tune.agents import AGENTS
-from ajax_tune.fields import ConfigError, coerce, init_only, static, static_values, traced_values, validate
+from ajax_tune.fields import ConfigError, init_only, static, static_values, validate
 from ajax_tune.loop import LoopConfig
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_import"]
@@ -111,9 +111,6 @@ class Config:
             "train": static_values(self.train),
         }
 
-    def traced_settings(self) -> dict:
-        return {"agent": traced_values(self.agent), "total_timesteps": self.train.total_timesteps}
-
 
 def parse_section(config_cls, values: Any, section: str):
     """Build one config dataclass from a mapping, with errors that name the key."""
@@ -124,7 +121,7 @@ def parse_section(config_cls, values: Any, section: str):
     names = [f.name for f in dataclasses.fields(config_cls)]
     check_keys(values, names, f"{section}.")
     try:
-        return config_cls(**coerce(config_cls, dict(values)))
+        return config_cls(**values)
     except ConfigError as exc:
         message = str(exc)
         raise ConfigError(message if message.startswith(section) else f"{section}.{message}") from None

@@ -12,7 +12,7 @@ import copy
 import dataclasses
 import hashlib
 import json
-from typing import Any, Sequence
+from typing import Any
 
 import jax.numpy as jnp
 
@@ -45,12 +45,12 @@ def field_kind(f: dataclasses.Field) -> str:
 
 
 def validate(config: Any, section: str) -> None:
-    """Check every field of a config dataclass against its type and declared bounds."""
-    hints = {f.name: f.type for f in dataclasses.fields(config)}
+    """Normalise, then check every field of a config dataclass against its type and bounds."""
     for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
         where = f"{section}.{f.name}"
-        _check_type(where, hints[f.name], value)
+        value = _normalize(where, str(f.type), getattr(config, f.name))
+        object.__setattr__(config, f.name, value)  # configs are frozen; this runs in __post_init__
+        _check_type(where, str(f.type), value)
         m = f.metadata
         if "choices" in m and value not in m["choices"]:
             raise ConfigError(f"{where} must be one of {list(m['choices'])}, got {value!r}")
@@ -90,24 +90,19 @@ def _check_type(where: str, annotation: Any, value: Any) -> None:
         raise ConfigError(f"{where} must be {expected}, got {value!r} ({type(value).__name__})")
 
 
-def coerce(config_cls, values: dict) -> dict:
-    """Turn YAML/JSON-shaped values into the field types (lists to tuples, ints to floats)."""
-    out = dict(values)
-    for f in dataclasses.fields(config_cls):
-        if f.name not in out:
-            continue
-        v = out[f.name]
-        ann = str(f.type)
-        if ann == "float" and isinstance(v, int) and not isinstance(v, bool):
-            out[f.name] = float(v)
-        elif ann.startswith("tuple") and isinstance(v, list):
-            out[f.name] = tuple(v)
-        elif ann == "Schedule":
-            try:
-                out[f.name] = Schedule.parse(v)
-            except ValueError as exc:
-                raise ConfigError(f"{f.name}: {exc}") from None
-    return out
+def _normalize(where: str, annotation: str, value: Any) -> Any:
+    """Values written the simple way YAML and Python users write them: a list for a tuple, an int
+    for a float, a number or a mapping for a schedule."""
+    if annotation == "float" and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation.startswith("tuple") and isinstance(value, list):
+        return tuple(value)
+    if annotation == "Schedule" and not isinstance(value, Schedule):
+        try:
+            return Schedule.parse(value)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return value
 
 
 def traced_values(config: Any) -> dict[str, Any]:
@@ -129,7 +124,3 @@ def fingerprint(*parts: Any) -> str:
     """A short stable hash of static settings, to tell whether a checkpoint fits a program."""
     blob = json.dumps(parts, sort_keys=True, default=repr)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
-
-
-def field_names(config_cls) -> Sequence[str]:
-    return [f.name for f in dataclasses.fields(config_cls)]

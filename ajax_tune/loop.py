@@ -25,7 +25,7 @@ from ajax_tune.agents.base import Clock, Rollout
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.evaluation import make_evaluate, no_evaluation
-from ajax_tune.fields import ConfigError, fingerprint, init_only, static, static_values, traced, validate
+from ajax_tune.fields import ConfigError, init_only, static, static_values, traced, validate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,10 +99,6 @@ class TrainLoop:
             **{f"agent.{k}": v for k, v in static_values(self.agent.config).items()},
             "num_seeds": self.config.num_seeds,
         }
-
-    @property
-    def fingerprint(self) -> str:
-        return fingerprint(self.settings())
 
     @property
     def compilations(self) -> int:

@@ -2,7 +2,6 @@
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 from ajax_tune.schedules import KINDS, Schedule, learning_rate
@@ -45,3 +44,15 @@ def test_parse_and_errors():
         Schedule.parse({"peek": 1e-3})
     with pytest.raises(ValueError, match="expected a number or a mapping"):
         Schedule.parse("fast")
+
+
+def test_configs_take_the_simple_forms():
+    from ajax_tune.agents import PPOConfig
+    from ajax_tune.fields import ConfigError
+
+    config = PPOConfig(lr=1e-3, hidden_sizes=[8, 8], gamma=1)
+    assert config.lr == Schedule(kind="constant", peak=1e-3)
+    assert config.hidden_sizes == (8, 8) and config.gamma == 1.0 and isinstance(config.gamma, float)
+    assert PPOConfig(lr={"kind": "cosine", "peak": 2e-3}).lr.kind == "cosine"
+    with pytest.raises(ConfigError, match="agent.lr: learning-rate schedule: kind must be one of"):
+        PPOConfig(lr={"kind": "exp"})

@@ -87,13 +87,12 @@ def check_curriculum_rows(df, promoted):
 def test_curriculum_on_corridor_grows_and_survives_restore(tmp_path, style):
     if style == "env_task_fn":
         space = corridor_config(length=4, env_task_fn="curricula:grow_corridor")
-        promoted = lambda t: min(t + 4, 32)
     else:
         space = corridor_config(length=4, callbacks=[{
             "class": "ajax_tune.curriculum:ThresholdCurriculum",
             "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0},
         }])
-        promoted = lambda t: min(t + 4, 32)
+    promoted = lambda t: min(t + 4, 32)  # both grow by 4 cells up to 32
     results = fit(AjaxTrainable, space, tmp_path, style, stop={"training_iteration": 8}, checkpoint_every=1)
     result = results[0]
     df = rows(result)

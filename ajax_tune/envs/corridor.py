@@ -17,7 +17,6 @@ corridor grows.
 from __future__ import annotations
 
 import gymnasium
-import jax
 import jax.numpy as jnp
 import numpy as np
 
