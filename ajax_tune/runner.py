@@ -22,7 +22,7 @@ from ajax_tune.config import Config, ConfigError, resolve_callable
 from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import flatten_task, task_to_jax
-from ajax_tune.evaluation import make_evaluate, summarize
+from ajax_tune.evaluation import make_evaluate
 from ajax_tune.loop import TrainLoop
 
 
@@ -103,10 +103,12 @@ class Runner:
         elapsed = time.perf_counter() - start
         self.iteration += 1
         budget = self.config.train.timesteps_per_iteration
-        result = summarize(rows)
+        result = self.loop.summarize(rows)
+        self.env_stats = {k: v for k, v in rows.items() if k.startswith("per_env/")}
         result.update({
             "timesteps_this_iter": budget,
             "env_steps": self.loop.timestep(self.state),
+            "useful_env_steps": self.loop.useful_steps(self.state),
             "perf/call_s": elapsed,
             "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
             "perf/compilations": self.retired_compilations + self.loop.compilations,
