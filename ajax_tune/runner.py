@@ -222,6 +222,9 @@ def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
     wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
     agent = make_agent(cfg.agent_name, cfg.agent, env.observation_space, env.action_space)
+    check_run = getattr(agent, "check_run", None)
+    if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
+        check_run(cfg.train)
     return wrapped, TrainLoop(wrapped, agent, cfg.train)
 
 

@@ -68,6 +68,9 @@ class Agent(Protocol):
     def with_hparams(self, state: Any, config: Any) -> Any:
         """The same state under new traced hyperparameters (static ones must not differ)."""
 
+    # Optional: `check_run(train_config)` raises ConfigError for settings that only make sense
+    # against the run (the Runner calls it before building the loop).
+
 
 def action_scale(space: gymnasium.spaces.Space):
     """Map a policy output in [-1, 1] onto a Box action space (identity for discrete spaces)."""
