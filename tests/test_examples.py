@@ -73,7 +73,11 @@ def test_pbt_lr_schedule(tmp_path):
 
 def test_custom_env(tmp_path):
     result = run_example("custom_env.py", tmp_path)
+    assert result["trial_env"] == "custom_env:TargetTracking"  # by import path: no register call in workers
     assert result["trained_return"] > result["first_return"]
+    assert result["trial_compilations"] == 1
+    # the registered name rebuilt the same env: the trial's checkpoint restored and training went on
+    assert result["final_env_steps"] == result["resumed_at"] + 2 * 16 * 32 * 4
     assert result["final_task"]["target_speed"] == pytest.approx(0.05)
     assert result["compilations"] == 1
     assert (tmp_path / "custom_env" / "checkpoint" / "ajax_tune.json").exists()
