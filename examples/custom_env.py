@@ -99,6 +99,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
     parser.add_argument("--storage-path", default="./results")
+    parser.add_argument("--address", help="join a running Ray cluster (e.g. 'auto') instead of starting one")
     args = parser.parse_args()
 
     from ajax_tune import configure_jax
@@ -114,8 +115,9 @@ def main():
 
     # The workers import "custom_env" from this directory.
     here = pathlib.Path(__file__).resolve().parent
+    local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
     pythonpath = os.pathsep.join(p for p in (str(here), os.environ.get("PYTHONPATH", "")) if p)
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+    ray.init(address=args.address, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **local_ray)
 
     iterations = 4 if args.smoke else 12
     config = {
