@@ -182,3 +182,166 @@ def test_sac_config_round_trips_and_reports_stable_keys():
     assert np.isnan(first["loss/critic"]) or first["loss/critic"] >= 0  # mean of the updates that learned
     assert second["replay/size"] == 4 * UNROLL and second["train/nonfinite"] == 0.0
     assert first["alpha"] == pytest.approx(1.0, abs=0.05)
+
+
+# -- learning --------------------------------------------------------------------------------------
+
+def train_until(loop, state, done, calls):
+    """Train call by call until `done(result)`; returns the state and every call's result."""
+    history = []
+    for _ in range(calls):
+        state, rows = loop.train(state)
+        history.append(summarize(rows, latest=loop.agent.latest_metrics))
+        if done(history[-1]):
+            break
+    return state, history
+
+
+@pytest.mark.slow
+def test_sac_learns_pendulum_within_20k_steps():
+    env = make_env("pendulum")
+    agent = SAC(SACConfig(num_envs=4, unroll_length=8, utd_ratio=1.0, batch_size=128, hidden_sizes=(64, 64),
+                          lr=3e-4, learning_starts=1_000), env.observation_space, env.action_space)
+    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_000, timesteps_per_iteration=4_000, num_seeds=4,
+                                            eval_episodes=8))
+    _, history = train_until(loop, loop.init(seed=0), lambda r: r["eval/return_mean"] >= -250, calls=5)
+    returns = [(r["timestep"], round(r["eval/return_mean"])) for r in history]
+    assert history[-1]["eval/return_mean"] >= -250, f"pendulum not learned in 20k steps: {returns}"
+    assert history[0]["eval/return_mean"] < -600  # it had to learn (random acting scores about -1200)
+    assert all(r["train/nonfinite"] == 0.0 for r in history) and loop.compilations == 1
+
+
+@pytest.mark.slow
+def test_sac_reaches_point_reach_targets():
+    env = make_env("point_reach", max_episode_steps=50)
+    agent = SAC(SACConfig(**POINT_REACH_AGENT), env.observation_space, env.action_space)
+    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_480, timesteps_per_iteration=4_096, num_seeds=2,
+                                            eval_episodes=16))
+    state, history = train_until(loop, loop.init(seed=0), lambda r: r["eval/success_rate_mean"] >= 0.9, calls=5)
+    rates = [(r["timestep"], r["eval/success_rate_mean"]) for r in history]
+    assert history[-1]["eval/success_rate_mean"] >= 0.9, f"point_reach not learned: {rates}"
+    assert history[-1]["eval/length_mean"] < 50  # it arrives before the time limit, on average well before
+    assert loop.compilations == 1
+
+
+# -- through Tune ----------------------------------------------------------------------------------
+
+POINT_REACH_AGENT = dict(num_envs=4, unroll_length=8, utd_ratio=0.5, batch_size=128, capacity=20_000,
+                         learning_starts=512, hidden_sizes=(64, 64), lr=1e-3, init_alpha=0.05, gamma=0.95)
+BUDGET = 1_024  # env steps per seed per train() in the Tune tests
+
+
+def point_reach_trial(**sections):
+    config = {
+        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 50}, "task": {"distance": 0.3, "radius": 0.2}},
+        "agent": {"name": "sac", **POINT_REACH_AGENT, "hidden_sizes": [32, 32], "capacity": 4_096, "batch_size": 64},
+        "train": {"total_timesteps": 20 * BUDGET, "timesteps_per_iteration": BUDGET, "num_seeds": 2,
+                  "eval_episodes": 8},
+    }
+    for key, value in sections.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) and key in config else value
+    return config
+
+
+@pytest.mark.slow
+def test_asha_over_sac_learning_rate_with_a_point_reach_curriculum(ray_session, tmp_path):
+    """One search proves two workflows: ASHA prunes by the curriculum level SAC reaches, and the
+    ThresholdCurriculum promotes a SAC trial along point_reach's ladder without recompiling."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler
+    from test_tune import fit, rows
+
+    from ajax_tune import AjaxTrainable
+    from ajax_tune.trainable import trial_dirname
+
+    ladder = {"class": "ajax_tune.curriculum:ThresholdCurriculum",
+              "kwargs": {"levels": {"distance": [0.3, 0.6, 1.0], "radius": [0.2, 0.15, 0.1]}, "threshold": 0.9}}
+    space = point_reach_trial(agent={"lr": tune.grid_search([1e-5, 2e-3])}, callbacks=[ladder])
+    asha = ASHAScheduler(time_attr="training_iteration", max_t=6, grace_period=2, reduction_factor=2)
+    results = fit(AjaxTrainable, space, tmp_path, "sac_asha", tune_config=tune.TuneConfig(
+        metric="curriculum/level", mode="max", num_samples=2, scheduler=asha, trial_dirname_creator=trial_dirname))
+    assert sorted(r.config["agent"]["lr"] for r in results) == [1e-5, 1e-5, 2e-3, 2e-3]
+    assert all(2 <= r.metrics["training_iteration"] <= 6 for r in results)  # ASHA's rungs and max_t
+
+    best = results.get_best_result()
+    assert best.config["agent"]["lr"] == 2e-3
+    df = rows(best)
+    distance, chosen = df["curriculum/task/distance"].tolist(), df["curriculum/next_task/distance"].tolist()
+    assert distance[1:] == chosen[:-1]  # each call trains on the task the curriculum chose after the last
+    assert max(df["curriculum/level"]) >= 1 and distance[0] == pytest.approx(0.3)
+    for before, after, rate in zip(distance, chosen, df["eval/success_rate_mean"]):
+        assert (after > before) == (rate >= 0.9) or after == pytest.approx(1.0)  # promoted exactly when solved
+    assert (df["perf/compilations"] == 1).all() and (df["train/nonfinite"] == 0).all()
+    assert df["replay/size"].tolist() == [min(BUDGET * i, 4_096) for i in range(1, len(df) + 1)]
+
+
+@pytest.mark.slow
+def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
+    """PBT with reuse_actors: every actor compiles once, and an exploiting trial continues from
+    exactly the replay buffers its donor had at the iteration it was cloned from."""
+    import json
+    import pathlib
+
+    from ray import tune
+    from ray.tune.schedulers import PopulationBasedTraining
+    from test_tune import CollectResults, fit
+
+    from ajax_tune import AjaxTrainable
+    from ajax_tune.trainable import trial_dirname
+
+    space = point_reach_trial(
+        agent={"lr": {"kind": "warmup_cosine", "peak": tune.choice([1e-4, 3e-3]), "warmup_fraction": 0.1}},
+        train={"seed": tune.grid_search([0, 1, 2, 3]), "total_timesteps": 8 * BUDGET},
+        callbacks=["replay_probe:ReplayProbe"],
+    )
+    pbt = PopulationBasedTraining(
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.25, resample_probability=0.5,
+        hyperparam_mutations={"agent": {"lr": {"peak": tune.loguniform(1e-4, 1e-2), "kind": ["warmup_cosine", "cosine"],
+                                               "warmup_fraction": [0.0, 0.1]}}})
+    collect = CollectResults()
+    results = fit(AjaxTrainable, space, tmp_path, "sac_pbt", stop={"training_iteration": 6}, callbacks=[collect],
+                  tune_config=tune.TuneConfig(metric="eval/return_mean", mode="max", scheduler=pbt, reuse_actors=True,
+                                              trial_dirname_creator=trial_dirname))
+    exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
+    assert exploits and all(json.loads(line) for line in exploits), "PBT never exploited"
+    assert len(collect.rows) == 4
+
+    after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in collect.rows.items() for r in trial_rows}
+    inherited = 0
+    for trial, trial_rows in collect.rows.items():
+        for previous, r in zip([None, *trial_rows], trial_rows):
+            assert r["perf/compilations"] == 1
+            assert r["replay/size"] == min(r["env_steps"], 4_096)  # the buffer follows the state's lineage
+            if np.isnan(r["probe/restored_buffer"]):
+                continue
+            donors = [t for (t, steps), fp in after.items()
+                      if steps == r["env_steps"] - BUDGET and fp == r["probe/restored_buffer"]]
+            assert donors, f"trial {trial} restored a buffer no trial had at step {r['env_steps'] - BUDGET}"
+            if trial not in donors and previous is not None:
+                assert r["probe/restored_buffer"] != previous["probe/buffer"]  # it really swapped buffers
+                inherited += 1
+    assert inherited >= 1
+
+
+@pytest.mark.slow
+def test_sac_on_brax_changes_gravity_between_two_tune_iterations(ray_session, tmp_path):
+    from ray import tune  # noqa: F401
+    from test_tune import fit, rows
+
+    from ajax_tune import AjaxTrainable
+
+    space = {
+        "env": {"name": "brax/inverted_pendulum", "kwargs": {"max_episode_steps": 16}, "task": {"gravity_scale": 1.0}},
+        "agent": {"name": "sac", "num_envs": 2, "unroll_length": 4, "utd_ratio": 0.5, "batch_size": 8, "capacity": 64,
+                  "learning_starts": 0, "hidden_sizes": [8, 8]},
+        "train": {"total_timesteps": 32, "timesteps_per_iteration": 16, "num_seeds": 1, "eval_episodes": 1},
+        "env_task_fn": {"function": "ajax_tune.curriculum:grow_when_solved",
+                        "kwargs": {"field": "gravity_scale", "factor": 2.0, "metric": "timesteps_this_iter",
+                                   "threshold": 0}},  # after every call: gravity doubles
+    }
+    results = fit(AjaxTrainable, space, tmp_path, "sac_brax", stop={"training_iteration": 2})
+    df = rows(results[0])
+    assert df["curriculum/task/gravity_scale"].tolist() == [1.0, 2.0]
+    assert df["env_steps"].tolist() == [16, 32]
+    assert (df["perf/compilations"] == 1).all() and (df["train/nonfinite"] == 0).all()
+    assert not df["loss/critic"].isna().any()  # gradient steps in both calls

@@ -31,7 +31,8 @@ from ajax_tune.agents.sac.losses import actor_loss, critic_loss, sample_action, 
 from ajax_tune.envs.base import EnvState
 from ajax_tune.fields import ConfigError
 
-LOSS_KEYS = ("loss/critic", "loss/actor", "loss/temperature", "q/mean", "q/std", "entropy")
+LOSS_KEYS = ("loss/critic", "loss/actor", "loss/temperature", "q/mean", "q/std", "entropy",
+             "grad_norm/critic", "grad_norm/actor")
 
 
 @struct.dataclass
@@ -185,12 +186,12 @@ class SAC:
                                  alpha, hp["gamma"])
             (c_loss, q), grads = jax.value_and_grad(critic_loss, has_aux=True)(
                 params["critic"], self._q, obs, batch.action, target)
-            critic, opt_critic, _ = self.optimizer.step(params["critic"], grads, opt_state["critic"], lr,
+            critic, opt_critic, critic_norm = self.optimizer.step(params["critic"], grads, opt_state["critic"], lr,
                                                         hp["max_grad_norm"])
 
             (a_loss, log_prob), grads = jax.value_and_grad(actor_loss, has_aux=True)(
                 params["actor"], critic, self.actor.apply, self._q, self.dist, obs, alpha, k_actor)
-            actor, opt_actor, _ = self.optimizer.step(params["actor"], grads, opt_state["actor"], lr,
+            actor, opt_actor, actor_norm = self.optimizer.step(params["actor"], grads, opt_state["actor"], lr,
                                                       hp["max_grad_norm"])
 
             t_loss, grad = jax.value_and_grad(temperature_loss)(params["log_alpha"], log_prob, target_entropy)
@@ -201,7 +202,8 @@ class SAC:
             opt_state = {"actor": opt_actor, "critic": opt_critic, "log_alpha": opt_alpha}
             target_critic = optax.incremental_update(critic, target_critic, hp["tau"])
             metrics = {"loss/critic": c_loss, "loss/actor": a_loss, "loss/temperature": t_loss,
-                       "q/mean": jnp.mean(q), "q/std": jnp.std(q), "entropy": -jnp.mean(log_prob)}
+                       "q/mean": jnp.mean(q), "q/std": jnp.std(q), "entropy": -jnp.mean(log_prob),
+                       "grad_norm/critic": critic_norm, "grad_norm/actor": actor_norm}
             return (params, target_critic, opt_state), metrics
 
         k_steps, k_signal = jax.random.split(key)

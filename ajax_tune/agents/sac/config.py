@@ -33,7 +33,8 @@ class SACConfig:
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="soft target update: target += tau * (online - target)")
     target_entropy_scale: float = traced(1.0, ge=-0.5, doc="target entropy = scale * -action_dim; the "
                                                            "temperature is learned toward it")
-    max_grad_norm: float = traced(10.0, gt=0.0)
+    max_grad_norm: float = traced(1000.0, gt=0.0, doc="global-norm clipping of each gradient; high by default, "
+                                                       "so only runaway gradients are clipped")
 
     def __post_init__(self):
         validate(self, "agent")
