@@ -18,7 +18,7 @@ from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.schedules import Schedule
 
 TINY = dict(num_envs=2, unroll_length=8, utd_ratio=0.5, batch_size=16, capacity=80, learning_starts=32,
-            hidden_sizes=(16, 16))
+            hidden_sizes=(16, 16), normalize_observations=True)
 UNROLL = 2 * 8  # env steps per update with TINY
 
 
@@ -62,7 +62,7 @@ def test_buffer_holds_true_successors_and_cuts_only_at_terminations():
     """Episodes end by arriving (terminated) or after 5 steps (truncated); envs restart on the
     very next step. Every stored transition holds the true successor of its observation, the
     truncated ones included (their real final observation, not the next episode's first), and
-    `terminated` is set exactly on arrivals."""
+    `terminated` is set exactly on arrivals. Observations are stored raw (normalised when sampled)."""
     loop = sac_loop()
     state = loop.set_task(loop.init(seed=0), {"distance": 0.12, "radius": 0.1})
     state, rows = loop.train(state)
@@ -110,6 +110,7 @@ def test_split_runs_with_restore_are_bit_identical(tmp_path):
     assert_trees_equal(state.agent.buffer, one_state.agent.buffer)
     assert np.asarray(one_state.agent.buffer.is_full).all()  # 96 transitions into 80 places: it wrapped
     assert_trees_equal(state, one_state)
+    assert np.asarray(one_state.agent.obs_norm.count).tolist() == [96, 96]  # normalised by what it saw
     for key in ("loss/critic", "loss/actor", "alpha", "eval/return", "replay/size"):
         np.testing.assert_array_equal(np.concatenate([r[key] for r in split_rows], axis=1), one_rows[key])
     # before learning_starts (32 steps): no gradient steps, NaN losses, healthy flags
@@ -206,6 +207,7 @@ def test_sac_learns_pendulum_within_20k_steps():
                                             eval_episodes=8))
     _, history = train_until(loop, loop.init(seed=0), lambda r: r["eval/return_mean"] >= -250, calls=5)
     returns = [(r["timestep"], round(r["eval/return_mean"])) for r in history]
+    print("pendulum (env steps per seed, mean eval return):", returns)
     assert history[-1]["eval/return_mean"] >= -250, f"pendulum not learned in 20k steps: {returns}"
     assert history[0]["eval/return_mean"] < -600  # it had to learn (random acting scores about -1200)
     assert all(r["train/nonfinite"] == 0.0 for r in history) and loop.compilations == 1
@@ -219,6 +221,7 @@ def test_sac_reaches_point_reach_targets():
                                             eval_episodes=16))
     state, history = train_until(loop, loop.init(seed=0), lambda r: r["eval/success_rate_mean"] >= 0.9, calls=5)
     rates = [(r["timestep"], r["eval/success_rate_mean"]) for r in history]
+    print("point_reach (env steps per seed, eval success rate):", rates)
     assert history[-1]["eval/success_rate_mean"] >= 0.9, f"point_reach not learned: {rates}"
     assert history[-1]["eval/length_mean"] < 50  # it arrives before the time limit, on average well before
     assert loop.compilations == 1

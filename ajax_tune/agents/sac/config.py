@@ -16,9 +16,9 @@ from ajax_tune.schedules import Schedule
 
 @dataclasses.dataclass(frozen=True)
 class SACConfig:
-    num_envs: int = static(8, ge=1, doc="envs stepped in lock-step per seed")
+    num_envs: int = static(4, ge=1, doc="envs stepped in lock-step per seed")
     unroll_length: int = static(8, ge=1, doc="steps per env between updates")
-    utd_ratio: float = static(0.5, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
+    utd_ratio: float = static(1.0, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
     batch_size: int = static(256, ge=1, doc="transitions per gradient step")
     capacity: int = static(100_000, ge=1, doc="replay buffer size per seed, in transitions")
     learning_starts: int = static(1_000, ge=0, doc="env steps per seed of uniform random actions, without "
@@ -27,7 +27,7 @@ class SACConfig:
     activation: str = static("relu", choices=tuple(ACTIVATIONS))
     normalize_observations: bool = static(False, doc="running mean and std of observations")
     init_alpha: float = static(1.0, gt=0.0, doc="entropy temperature at the start of a run")
-    lr: Schedule = traced(Schedule(kind="constant", peak=1e-3), doc="learning-rate schedule (actor, critics "
+    lr: Schedule = traced(Schedule(kind="constant", peak=3e-4), doc="learning-rate schedule (actor, critics "
                                                                      "and temperature)")
     gamma: float = traced(0.99, ge=0.0, le=1.0)
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="soft target update: target += tau * (online - target)")
