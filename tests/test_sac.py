@@ -162,6 +162,7 @@ def tiny_config(**agent):
     (tiny_config(utd_ratio=0.1), r"agent\.utd_ratio \(0\.1\) times .* whole number of gradient steps .* got 1\.6"),
     (tiny_config(tau=0.0), r"agent\.tau must be > 0"),
     ({**tiny_config(), "env": {"name": "cartpole"}}, r"agent\.name 'sac' needs .*action space is Discrete\(2\)"),
+    ({**tiny_config(), "train": {"reset_mode": "unroll_start"}}, r"train\.reset_mode 'unroll_start' does not suit agent SAC"),
 ])
 def test_bad_configs_are_refused_in_one_line_before_compiling(config, message):
     with pytest.raises(ConfigError, match=message) as info:
