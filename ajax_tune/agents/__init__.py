@@ -2,8 +2,9 @@
 
 from ajax_tune.agents.base import Agent, Clock
 from ajax_tune.agents.ppo import PPO, PPOConfig
+from ajax_tune.agents.sac import SAC, SACConfig
 
-AGENTS = {"ppo": (PPO, PPOConfig)}
+AGENTS = {"ppo": (PPO, PPOConfig), "sac": (SAC, SACConfig)}
 
 
 def make_agent(name: str, config, observation_space, action_space):
@@ -11,4 +12,4 @@ def make_agent(name: str, config, observation_space, action_space):
     return agent_cls(config, observation_space, action_space)
 
 
-__all__ = ["AGENTS", "Agent", "Clock", "PPO", "PPOConfig", "make_agent"]
+__all__ = ["AGENTS", "Agent", "Clock", "PPO", "PPOConfig", "SAC", "SACConfig", "make_agent"]
