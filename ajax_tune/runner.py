@@ -182,7 +182,14 @@ class Runner:
 
     def save(self, directory, result: Mapping | None = None) -> str:
         """Write a checkpoint; `result` (the last one reported, as Tune saw it) is kept in its
-        metadata, so a checkpoint found on disk says where its run stood without Tune's records."""
+        metadata, so a checkpoint found on disk says where its run stood without Tune's records.
+
+        A state whose agent holds a non-finite number is refused (CheckpointError), so that a
+        diverged run never replaces its last good checkpoint, whatever is kept."""
+        bad = nonfinite_leaves(self.state.agent)
+        if bad:
+            raise CheckpointError(f"not saving {directory}: the state of iteration {self.iteration} is not finite "
+                                  f"({', '.join(bad)}); the last good checkpoint stays as it was")
         for cb in self.callbacks:
             _hook(cb, "on_checkpoint_save", self, str(directory))
         extra = {
@@ -199,6 +206,7 @@ class Runner:
         trial's random stream; one saved by this trial continues bit-exactly. Traced settings
         come from the current config, so mutated hyperparameters apply from here on."""
         state, metadata = self.loop.restore(directory)
+        _refuse_nonfinite(directory, state)
         extra = metadata.get("extra", {})
         saved_states = extra.get("callbacks", [])
         if len(saved_states) != len(self.callbacks):
@@ -234,6 +242,7 @@ class Runner:
             runner.restore(directory)
         else:
             state, _ = runner.loop.restore(directory)
+            _refuse_nonfinite(directory, state)
             runner.state, runner.iteration = state, int(extra.get("iteration", 0))
         return runner
 
@@ -264,6 +273,25 @@ def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
     agent = make_agent(cfg.agent_name, cfg.agent, env.observation_space, env.action_space)
     return wrapped, TrainLoop(wrapped, agent, cfg.train)
+
+
+def nonfinite_leaves(tree, limit: int = 3) -> list[str]:
+    """Paths of the first floating-point leaves of `tree` holding NaN or infinity (on the host)."""
+    bad = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]:
+        leaf = np.asarray(leaf)
+        if np.issubdtype(leaf.dtype, np.inexact) and not np.isfinite(leaf).all():
+            bad.append(jax.tree_util.keystr(path))
+            if len(bad) == limit:
+                break
+    return bad
+
+
+def _refuse_nonfinite(directory, state) -> None:
+    bad = nonfinite_leaves(state.agent)
+    if bad:
+        raise CheckpointError(f"{directory} holds a non-finite state ({', '.join(bad)}): its run had diverged; "
+                              f"use an earlier checkpoint")
 
 
 def _name(fn) -> str:

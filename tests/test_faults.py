@@ -221,3 +221,29 @@ def test_killed_trial_finishes_exactly_and_the_best_checkpoint_survives(ray_sess
     assert trainable.training_iteration == 1 and trainable.runner.iteration == 1
     assert trainable.train()["env_steps"] == 2 * BUDGET
     trainable.stop()
+
+
+# -- a diverged state -----------------------------------------------------------------------------
+
+
+def test_a_diverged_state_is_never_saved_and_never_evaluated(tmp_path, capsys):
+    from ajax_tune.config import Config
+
+    runner = Runner(corridor_config())
+    runner.train()
+    good = pathlib.Path(runner.save(tmp_path / "good"))
+    runner.state = runner.loop.set_hparams(runner.state, Config.from_dict(corridor_config(lr=1e30)).agent)
+    runner.train()  # a learning rate of 1e30: the parameters are NaN after one update
+    with pytest.raises(CheckpointError, match=r"the state of iteration 2 is not finite \(.params"):
+        runner.save(tmp_path / "diverged")
+    assert not (tmp_path / "diverged" / "ajax_tune.json").exists()
+    runner.restore(good)  # the last good checkpoint is whole, and finite
+    assert runner.iteration == 1
+
+    # A checkpoint written before this guard existed (straight through the loop) is refused.
+    runner.state = runner.loop.set_hparams(runner.state, Config.from_dict(corridor_config(lr=1e30)).agent)
+    runner.train()
+    runner.loop.save(tmp_path / "old", runner.state, extra={"config": runner.config.to_dict(), "iteration": 2})
+    code = main(["evaluate", str(tmp_path / "old")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "holds a non-finite state" in err
