@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import pathlib
 import sys
 from typing import Sequence
@@ -61,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a config value (YAML syntax), e.g. --set trial.agent.ent_coef=0.0; repeatable")
     run.add_argument("--name", help="experiment name (default: the config's name or file name)")
     run.add_argument("--storage-path", help="where results go (default: ./results)")
-    run.add_argument("--address", help="join a running Ray cluster (e.g. 'auto' or HOST:PORT) instead of starting one")
+    run.add_argument("--address", help="join a running Ray cluster (e.g. 'auto' or HOST:PORT; default: $RAY_ADDRESS) "
+                                        "instead of starting one")
     run.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     run.add_argument("--wandb", action="store_true", help="log every trial to Weights & Biases (offline without an API key)")
     run.add_argument("--no-plots", action="store_true", help="skip writing PNG plots at the end")
@@ -109,7 +111,7 @@ def cmd_run(args) -> int:
         experiment = dataclasses.replace(experiment, name=args.name)
     storage = launch.storage_directory(args.storage_path or experiment.storage_path or "results")
     wanted = launch.trial_resources(experiment.trial)
-    if not args.address:
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
         launch.check_resources(wanted, [{"CPU": launch.local_cpus(args.num_cpus), "GPU": math.inf}], local=True)
     release = launch.lock_experiment(storage / experiment.name)
     try:
@@ -157,6 +159,7 @@ def _start_ray(address: str | None, num_cpus: int | None, wanted: dict | None) -
 
     if ray.is_initialized():
         return
+    address = address or os.environ.get("RAY_ADDRESS")  # Ray's own way to name a cluster
     if address:
         launch.join_ray(address)
     else:

@@ -172,7 +172,8 @@ def start_local_ray(num_cpus: int | None) -> None:
         _REAPER = subprocess.Popen(
             [sys.executable, "-m", "ajax_tune.reaper", str(os.getpid())], stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    ray.init(num_cpus=num_cpus, include_dashboard=False)
+    # "local": a new instance of our own, never one that `ray start` left registered on this machine.
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
 
 def join_ray(address: str) -> None:

@@ -8,15 +8,16 @@ import time
 from ajax_tune.curriculum import Callback
 
 
-class SlowWhile(Callback):
-    """Sleep after every iteration while a marker file exists, so a test can act mid-run."""
+class HoldAfter(Callback):
+    """Hold a trial after an iteration (before reporting the next one) while a marker file
+    exists, so a test can act on a run whose checkpoints it knows."""
 
-    def __init__(self, marker: str, seconds: float):
-        self.marker, self.seconds = pathlib.Path(marker), seconds
+    def __init__(self, marker: str, iteration: int):
+        self.marker, self.iteration = pathlib.Path(marker), iteration
 
     def on_train_result(self, runner, result):
-        if self.marker.exists():
-            time.sleep(self.seconds)
+        while runner.iteration > self.iteration and self.marker.exists():
+            time.sleep(0.2)
 
 
 class KillOnce(Callback):

@@ -83,13 +83,14 @@ def test_two_nodes_on_loopback_with_a_token(tmp_path):
         run = [BIN / "ajax-tune", "run", str(config), "--address", f"127.0.0.1:{port}",
                "--storage-path", str(tmp_path / "results"), "--no-plots"]
 
-        # Without the token, and with another one: one line each, saying what to set.
+        # Without the token, and with another one: one line each, saying what to set (run meanwhile).
         refused = [subprocess.Popen([*run, "--name", name], env={**env, **change}, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, text=True)
                    for name, change in (("none", {"RAY_AUTH_MODE": "disabled"}), ("other", {"RAY_AUTH_TOKEN": "0" * 64}))]
         try:
+            out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=900)
             for process, words in zip(refused, ("this process has no token", "refused this machine's token")):
-                out, err = process.communicate(timeout=300)
+                _, err = process.communicate(timeout=300)
                 lines = [line for line in err.splitlines() if "warp" not in line]
                 assert process.returncode == 2 and len(lines) == 1, err
                 assert words in lines[0] and "RAY_AUTH_MODE=token" in lines[0]
@@ -97,8 +98,6 @@ def test_two_nodes_on_loopback_with_a_token(tmp_path):
             for process in refused:
                 if process.poll() is None:
                     process.kill()
-
-        out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=900)
         assert out.returncode == 0, out.stderr[-3000:]
         assert "Best trial:" in out.stdout
         assert len(list(seen.iterdir())) == 2  # one trial on each node (each node has one CPU)
