@@ -2,16 +2,19 @@
 
 A checkpoint directory holds `state/` (orbax: every leaf of the state, in flattening order)
 and `ajax_tune.json` (format version, the loop's static settings and their fingerprint, the timestep, the path, shape and
-dtype of every leaf, and whatever the caller adds, such as curriculum state). The metadata is
-written last, so a directory without it is an interrupted save. Restoring checks the metadata
-against the loop before orbax reads a byte, and says what differs.
+dtype of every leaf, the name and size of every state file, and whatever the caller adds, such
+as curriculum state). The metadata is written last, so a directory without it is an interrupted
+save; and because a checkpoint may be copied file by file in any order (Tune does so when it
+moves a checkpoint to storage), the metadata present is not enough: a checkpoint is complete
+only when every state file it lists is there with its size. Restoring checks all of this, and
+the metadata against the loop, before orbax reads a byte, and says what differs.
 """
 
 from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any
+from typing import Any, Iterable
 
 import jax
 import numpy as np
@@ -53,6 +56,7 @@ def save(directory, state, *, settings: dict, timestep: int, extra: dict | None 
         "settings": _jsonable(settings),
         "timestep": int(timestep),
         "leaves": _leaf_specs(state),
+        "files": _state_files(directory),
         "extra": extra or {},
     }
     # Extras that JSON cannot hold (a callback's object, say) are kept as their repr rather
@@ -92,6 +96,10 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
     """
     directory = pathlib.Path(directory).absolute()
     metadata = read_metadata(directory)
+    missing = incomplete_reason(directory, metadata)
+    if missing:
+        raise CheckpointError(f"{directory} is incomplete or damaged ({missing}): an interrupted save or copy, "
+                              f"or files changed since")
     expected = _leaf_specs(target)
     if metadata["fingerprint"] != fingerprint(settings):
         saved, ours = metadata.get("settings", {}), _jsonable(settings)
@@ -104,15 +112,95 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
     abstract = {
         f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves) if np.size(leaf)
     }
+    checkpointer = ocp.StandardCheckpointer()
     try:
-        checkpointer = ocp.StandardCheckpointer()
         restored = checkpointer.restore(directory / STATE_DIR, abstract)
-        checkpointer.close()
     except Exception as exc:  # orbax raises many kinds for damaged files
-        raise CheckpointError(f"{directory} could not be read; its files are damaged or incomplete ({type(exc).__name__}: {exc})") from None
+        reason = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{directory} could not be read; its files are damaged ({type(exc).__name__}: {reason})") from None
+    finally:
+        # Closed on failure too: an orbax checkpointer left open reports its own errors later,
+        # from a closed event loop, after ours.
+        checkpointer.close()
     values = [restored[f"{i:05d}"] if np.size(leaf) else np.zeros(np.shape(leaf), leaf.dtype)
               for i, leaf in enumerate(leaves)]
     return jax.tree.unflatten(treedef, values), metadata
+
+
+def incomplete_reason(directory, metadata: dict | None = None) -> str | None:
+    """Why `directory` is not a whole checkpoint (metadata missing or unreadable, a state file
+    it lists missing or of another size), or None when it is whole."""
+    directory = pathlib.Path(directory)
+    if metadata is None:
+        if not (directory / METADATA_FILE).is_file():
+            return f"{METADATA_FILE} is missing"
+        try:
+            metadata = read_metadata(directory)
+        except CheckpointError:
+            return f"{METADATA_FILE} is unreadable"
+    files = metadata.get("files")
+    if files is None:  # written before file lists existed: only the metadata can vouch for it
+        return None if (directory / STATE_DIR).is_dir() else f"{STATE_DIR}/ is missing"
+    for name, size in files.items():
+        path = directory / STATE_DIR / name
+        if not path.is_file():
+            return f"{STATE_DIR}/{name} is missing"
+        if path.stat().st_size != size:
+            return f"{STATE_DIR}/{name} has {path.stat().st_size} bytes of {size}"
+    return None
+
+
+def newest_complete(candidates: Iterable) -> tuple[pathlib.Path | None, list[tuple[pathlib.Path, str]]]:
+    """The last complete checkpoint of `candidates` (ordered oldest first), and the newer ones
+    skipped on the way with the reason each is incomplete."""
+    skipped = []
+    for candidate in reversed([pathlib.Path(c) for c in candidates]):
+        reason = incomplete_reason(candidate)
+        if reason is None:
+            return candidate, skipped
+        skipped.append((candidate, reason))
+    return None, skipped
+
+
+def sorted_checkpoints(directory) -> list[pathlib.Path]:
+    """The `checkpoint_*` subdirectories of a trial directory, oldest first (by their index)."""
+    return sorted((p for p in pathlib.Path(directory).glob("checkpoint_*") if p.is_dir()), key=lambda p: p.name)
+
+
+def find_complete(path) -> tuple[pathlib.Path, str | None]:
+    """The checkpoint to use for `path` and a note when it is not `path` itself.
+
+    A complete checkpoint is used as it is. An incomplete one gives way to the newest complete
+    checkpoint saved before it beside it (in the same trial directory); a trial directory gives
+    its newest complete checkpoint. Raises `CheckpointError` when there is none.
+    """
+    path = pathlib.Path(path)
+    if not path.is_dir():
+        raise CheckpointError(f"no checkpoint at {path}: not a directory")
+    own = sorted_checkpoints(path)
+    if own and not (path / METADATA_FILE).exists():
+        chosen, skipped = newest_complete(own)
+        if chosen is None:
+            raise CheckpointError(f"{path} has no complete checkpoint ({len(skipped)} incomplete)")
+        note = f"{len(skipped)} newer incomplete checkpoint(s) skipped" if skipped else None
+        return chosen, (f"note: using {chosen.name}, the newest complete checkpoint in {path}"
+                        + (f" ({note})" if note else ""))
+    reason = incomplete_reason(path)
+    if reason is None:
+        return path, None
+    if not path.name.startswith("checkpoint_"):
+        read_metadata(path)  # the clearest error for a directory that is no checkpoint at all
+        raise CheckpointError(f"{path} is incomplete or damaged ({reason})")
+    earlier = [p for p in sorted_checkpoints(path.parent) if p.name < path.name]
+    chosen, _ = newest_complete(earlier)
+    if chosen is None:
+        raise CheckpointError(f"{path} is incomplete ({reason}) and no complete checkpoint precedes it")
+    return chosen, f"note: {path.name} is incomplete ({reason}); using {chosen.name}, the newest complete one before it"
+
+
+def _state_files(directory: pathlib.Path) -> dict[str, int]:
+    root = directory / STATE_DIR
+    return {str(p.relative_to(root)): p.stat().st_size for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def _jsonable(settings: dict) -> dict:

@@ -1,7 +1,8 @@
 """`ajax-tune`: run, resume, plot and evaluate experiments.
 
-Bad input (a config that does not validate, a missing file, a checkpoint that does not fit) is
-one line on stderr and exit status 2, found before Ray or JAX start.
+Bad input (a config that does not validate, a missing file, a checkpoint that does not fit, a
+storage path that cannot hold results, a cluster that cannot be reached) is one line on stderr
+and exit status 2, found before Ray or JAX start wherever it can be.
 """
 
 from __future__ import annotations
@@ -10,14 +11,14 @@ import argparse
 import dataclasses
 import json
 import math
+import os
 import pathlib
 import sys
 from typing import Sequence
 
-import yaml
-
-from ajax_tune import __version__
+from ajax_tune import __version__, yaml_loader
 from ajax_tune.errors import CheckpointError, ConfigError, TaskError
+from ajax_tune.launch import LaunchError
 
 GYMNASIUM_TWINS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}
 SUMMARY_KEYS = ("eval/return_mean", "eval/return_std", "eval/success_rate_mean", "eval/length_mean",
@@ -36,8 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         return args.handler(args)
-    except (ConfigError, TaskError, CheckpointError, UsageError) as exc:
-        print(f"ajax-tune {args.command}: error: {exc}", file=sys.stderr)
+    except (ConfigError, TaskError, CheckpointError, UsageError, LaunchError) as exc:
+        message = " ".join(str(exc).split())  # one line, whatever a library put in the message
+        print(f"ajax-tune {args.command}: error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"ajax-tune {args.command}: interrupted; continue with `ajax-tune resume DIR`", file=sys.stderr)
@@ -60,7 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override a config value (YAML syntax), e.g. --set trial.agent.ent_coef=0.0; repeatable")
     run.add_argument("--name", help="experiment name (default: the config's name or file name)")
     run.add_argument("--storage-path", help="where results go (default: ./results)")
-    run.add_argument("--address", help="join a running Ray cluster (e.g. 'auto' or HOST:PORT) instead of starting one")
+    run.add_argument("--address", help="join a running Ray cluster (e.g. 'auto' or HOST:PORT; default: $RAY_ADDRESS) "
+                                        "instead of starting one")
     run.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     run.add_argument("--wandb", action="store_true", help="log every trial to Weights & Biases (offline without an API key)")
     run.add_argument("--no-plots", action="store_true", help="skip writing PNG plots at the end")
@@ -100,63 +103,104 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_run(args) -> int:
+    from ajax_tune import launch
     from ajax_tune.experiment import Experiment
 
     experiment = Experiment.load(args.config, args.overrides)  # validated before Ray starts
     if args.name:
         experiment = dataclasses.replace(experiment, name=args.name)
-    wandb_settings = experiment.wandb if experiment.wandb is not None else ({} if args.wandb else None)
-    _start_ray(args.address, args.num_cpus)
-    callbacks = []
-    if wandb_settings is not None:
-        from ajax_tune.wandb_logging import wandb_callback
+    storage = launch.storage_directory(args.storage_path or experiment.storage_path or "results")
+    wanted = launch.trial_resources(experiment.trial)
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
+        launch.check_resources(wanted, [{"CPU": launch.local_cpus(args.num_cpus), "GPU": math.inf}], local=True)
+    release = launch.lock_experiment(storage / experiment.name)
+    try:
+        wandb_settings = experiment.wandb if experiment.wandb is not None else ({} if args.wandb else None)
+        _start_ray(args.address, args.num_cpus, wanted)
+        callbacks = []
+        if wandb_settings is not None:
+            from ajax_tune.wandb_logging import wandb_callback
 
-        callbacks.append(wandb_callback(**wandb_settings))
-    tuner = experiment.tuner(storage_path=args.storage_path, callbacks=callbacks)
-    results = tuner.fit()
-    return _report(results, experiment.tune.metric, experiment.tune.mode, plots=not args.no_plots)
+            callbacks.append(wandb_callback(**wandb_settings))
+        tuner = experiment.tuner(storage_path=str(storage), callbacks=callbacks)
+        results = tuner.fit()
+        return _report(results, experiment.tune.metric, experiment.tune.mode, plots=not args.no_plots)
+    finally:
+        release()
 
 
 def cmd_resume(args) -> int:
-    from ray import tune
-
-    from ajax_tune.trainable import AjaxTrainable
+    from ajax_tune import launch, recovery
 
     directory = pathlib.Path(args.directory).absolute()
-    if not (directory / "tuner.pkl").exists():
-        raise UsageError(f"{directory} is not a Tune experiment directory (no tuner.pkl)")
-    _start_ray(args.address, args.num_cpus)
-    tuner = tune.Tuner.restore(str(directory), trainable=AjaxTrainable,
-                               resume_errored=args.resume_errored, restart_errored=args.restart_errored)
-    results = tuner.fit()
-    return _report(results, None, None, plots=not args.no_plots)
+    recovery.check_experiment(directory)  # before Ray starts
+    release = launch.lock_experiment(directory)
+    try:
+        for note in recovery.point_trials_at_newest(directory):
+            print(note, file=sys.stderr)
+        _start_ray(args.address, args.num_cpus, None)
+
+        from ray import tune
+
+        from ajax_tune.trainable import AjaxTrainable
+
+        tuner = tune.Tuner.restore(str(directory), trainable=AjaxTrainable,
+                                   resume_errored=args.resume_errored, restart_errored=args.restart_errored)
+        results = tuner.fit()
+        return _report(results, None, None, plots=not args.no_plots)
+    finally:
+        release()
 
 
-def _start_ray(address: str | None, num_cpus: int | None) -> None:
+def _start_ray(address: str | None, num_cpus: int | None, wanted: dict | None) -> None:
     import ray
+
+    from ajax_tune import launch
 
     if ray.is_initialized():
         return
+    address = address or os.environ.get("RAY_ADDRESS")  # Ray's own way to name a cluster
     if address:
-        ray.init(address=address)
+        launch.join_ray(address)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False)
+        launch.start_local_ray(num_cpus)
+    if wanted:  # GPUs are known once Ray has looked; on a cluster, only a warning
+        warning = launch.check_resources(wanted, launch.cluster_nodes(), local=not address)
+        if warning:
+            print(warning, file=sys.stderr)
 
 
 def _report(results, metric, mode, plots: bool) -> int:
     print()
     errors = [r for r in results if r.error]
+    analysis = getattr(results, "_experiment_analysis", None)
+    metric = metric or getattr(analysis, "default_metric", None)
+    mode = mode or getattr(analysis, "default_mode", None)
     best = None
     try:
-        best = results.get_best_result(metric=metric, mode=mode, scope="last", filter_nan_and_inf=True)
+        best = results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True)
     except (RuntimeError, ValueError) as exc:
         print(f"No best trial: {exc}")
     if best is not None:
-        print(f"Best trial: {pathlib.Path(best.path).name}")
+        print(f"Best trial: {pathlib.Path(best.path).name} (the best {metric} of any trial at any iteration)")
+        peak = _best_row(best.metrics_dataframe, metric, mode)
+        if peak is not None:
+            print(f"  best {metric:19s} {_fmt(peak[metric])} at training_iteration {int(peak['training_iteration'])}")
+        print("  at its last iteration:")
         for key in SUMMARY_KEYS:
             if key in best.metrics and not _isnan(best.metrics[key]):
                 print(f"  {key:24s} {_fmt(best.metrics[key])}")
-        print(f"  checkpoint               {best.checkpoint.path if best.checkpoint else '(none)'}")
+        kept = _best_checkpoint(best, metric, mode)
+        print(f"  checkpoint               {kept[0].path if kept else '(none)'}")
+        if kept:
+            score = kept[1].get(metric)
+            print(f"  (the best kept by {metric}: {_fmt(score)} at training_iteration "
+                  f"{kept[1].get('training_iteration')}; evaluate it with `ajax-tune evaluate`)")
+            if peak is not None and score != peak[metric]:
+                print(f"  (the best result was not checkpointed; checkpoint.frequency: 1 keeps a checkpoint "
+                      f"of every iteration)")
+        if best.checkpoint is not None and (not kept or best.checkpoint.path != kept[0].path):
+            print(f"  latest checkpoint        {best.checkpoint.path}")
     if plots:
         from ajax_tune.plotting import plot_experiment
 
@@ -172,6 +216,24 @@ def _report(results, metric, mode, plots: bool) -> int:
               f"`ajax-tune resume {results.experiment_path} --resume-errored`", file=sys.stderr)
         return 1
     return 0
+
+
+def _best_row(frame, metric, mode):
+    if frame is None or metric not in frame or frame[metric].dropna().empty:
+        return None
+    values = frame[metric].replace([math.inf, -math.inf], math.nan).dropna()
+    if values.empty:
+        return None
+    return frame.loc[values.idxmax() if mode == "max" else values.idxmin()]
+
+
+def _best_checkpoint(result, metric, mode):
+    """The checkpoint of `result` whose result scored best by `metric` (NaN never counts)."""
+    scored = [(c, m) for c, m in (result.best_checkpoints or []) if not _isnan(m.get(metric, math.nan))]
+    if not scored:
+        return (result.checkpoint, result.metrics) if result.checkpoint is not None else None
+    pick = max if mode == "max" else min
+    return pick(scored, key=lambda item: (item[1][metric], item[1].get("training_iteration", 0)))
 
 
 # -- plot ----------------------------------------------------------------------------------------
@@ -199,11 +261,14 @@ def cmd_evaluate(args) -> int:
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     task = _parse_assignments(args.task, "--task")
-    from ajax_tune.checkpoint import read_metadata
+    from ajax_tune.checkpoint import find_complete, read_metadata
 
-    config = read_metadata(args.checkpoint).get("extra", {}).get("config")
+    checkpoint, note = find_complete(args.checkpoint)
+    if note:
+        print(note, file=sys.stderr)
+    config = read_metadata(checkpoint).get("extra", {}).get("config")
     if config is None:
-        raise CheckpointError(f"{args.checkpoint} does not record its config; it was not written by ajax_tune's Runner")
+        raise CheckpointError(f"{checkpoint} does not record its config; it was not written by ajax_tune's Runner")
     env_name = config["env"]["name"]
     if args.gymnasium:
         twin = GYMNASIUM_TWINS.get(env_name)
@@ -211,10 +276,11 @@ def cmd_evaluate(args) -> int:
             raise UsageError(f"--gymnasium runs policies of {sorted(GYMNASIUM_TWINS)}; this checkpoint is {env_name!r}")
         if task:
             raise UsageError("--gymnasium runs the reference env as it is: it takes no --task")
+        _check_gymnasium_twin(args.gymnasium, config)
 
     from ajax_tune.runner import Runner
 
-    runner = Runner.from_checkpoint(args.checkpoint)
+    runner = Runner.from_checkpoint(checkpoint)
     if args.gymnasium:
         from ajax_tune.envs.gymnasium_adapter import run_in_gymnasium
 
@@ -242,13 +308,47 @@ def cmd_evaluate(args) -> int:
     return 0
 
 
+def _check_gymnasium_twin(env_id: str, config: dict) -> None:
+    """The gymnasium env must exist and take the policy's observations and actions."""
+    import difflib
+
+    import gymnasium
+
+    if env_id not in gymnasium.envs.registry:
+        close = difflib.get_close_matches(env_id, list(gymnasium.envs.registry), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; try {GYMNASIUM_TWINS[config['env']['name']]}"
+        raise UsageError(f"--gymnasium: gymnasium has no env {env_id!r}{hint}")
+    from ajax_tune.envs import make_env
+
+    ours = make_env(config["env"]["name"], **config["env"].get("kwargs", {}))
+    theirs = gymnasium.make(env_id)
+    try:
+        pairs = (("observation", ours.observation_space, theirs.observation_space),
+                 ("action", ours.action_space, theirs.action_space))
+        for what, mine, other in pairs:
+            if type(mine) is not type(other) or mine.shape != other.shape or getattr(mine, "n", None) != getattr(other, "n", None):
+                raise UsageError(f"--gymnasium {env_id}: its {what} space {_space(other)} does not match the "
+                                 f"{what} space {_space(mine)} of this {config['env']['name']} checkpoint; "
+                                 f"use {GYMNASIUM_TWINS[config['env']['name']]}")
+    finally:
+        theirs.close()
+
+
+def _space(space) -> str:
+    size = f"({space.n})" if hasattr(space, "n") else str(space.shape)
+    return f"{type(space).__name__}{size}"
+
+
 def _parse_assignments(items: Sequence[str], flag: str) -> dict:
     out = {}
     for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise UsageError(f"{flag} expects FIELD=VALUE, got {item!r}")
-        out[key] = yaml.safe_load(text)
+        try:
+            out[key] = yaml_loader.load(text)
+        except Exception:  # not YAML (yaml.YAMLError): the value stays text for the task's own check
+            out[key] = text
     return out
 
 

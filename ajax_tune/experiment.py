@@ -15,7 +15,7 @@
       max_concurrent_trials: 2
       reuse_actors: false
     stop: {training_iteration: 12}
-    checkpoint: {frequency: 2, at_end: true, num_to_keep: 2}
+    checkpoint: {frequency: 2, at_end: true, num_to_keep: 2}   # keeps the 2 best by tune.metric, and the latest
     failure: {max_failures: 0}
     wandb: {project: ajax-tune}  # optional; offline unless an API key is set
 
@@ -49,6 +49,7 @@ from typing import Any
 
 import yaml
 
+from ajax_tune import yaml_loader
 from ajax_tune.config import ConfigError, check_keys
 from ajax_tune.imports import resolve_import
 
@@ -254,7 +255,7 @@ class Experiment:
         if not path.is_file():
             raise ConfigError(f"no config file at {path}")
         try:
-            raw = yaml.safe_load(path.read_text())
+            raw = yaml_loader.load(path.read_text())
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path} is not valid YAML: {exc}".splitlines()[0]) from None
         if raw is None:
@@ -331,10 +332,14 @@ class Experiment:
             name=self.name,
             storage_path=str(pathlib.Path(storage_path or self.storage_path or "results").absolute()),
             stop=self.stop or None,
+            # Scored by the experiment's metric: `num_to_keep` keeps the best checkpoints by it, and
+            # Tune never deletes a trial's latest one, so the best survives beside the newest.
             checkpoint_config=tune.CheckpointConfig(
                 checkpoint_frequency=self.checkpoint.frequency,
                 checkpoint_at_end=self.checkpoint.at_end,
                 num_to_keep=self.checkpoint.num_to_keep or None,
+                checkpoint_score_attribute=section.metric,
+                checkpoint_score_order=section.mode,
             ),
             failure_config=tune.FailureConfig(max_failures=self.max_failures),
             callbacks=callbacks or None,
@@ -409,14 +414,14 @@ def option_names(cls) -> list[str]:
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """`key.path=value` assignments (values parsed as YAML) onto the loaded experiment."""
+    """`key.path=value` assignments (values parsed as YAML, numbers as in the file) onto the loaded experiment."""
     raw = copy.deepcopy(raw)
     for item in overrides:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"--set expects key.path=value, got {item!r}")
         try:
-            value = yaml.safe_load(text)
+            value = yaml_loader.load(text)
         except yaml.YAMLError:
             value = text
         node = raw

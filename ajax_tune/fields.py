@@ -92,9 +92,11 @@ def _check_type(where: str, annotation: Any, value: Any) -> None:
 
 def _normalize(where: str, annotation: str, value: Any) -> Any:
     """Values written the simple way YAML and Python users write them: a list for a tuple, an int
-    for a float, a number or a mapping for a schedule."""
+    for a float, a whole float (`1e6`) for an int, a number or a mapping for a schedule."""
     if annotation == "float" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if annotation == "int" and isinstance(value, float) and value.is_integer():
+        return int(value)
     if annotation.startswith("tuple") and isinstance(value, list):
         return tuple(value)
     if annotation == "Schedule" and not isinstance(value, Schedule):

@@ -8,6 +8,9 @@ settings changed. `AjaxTrainable` is a thin Tune shell over it, and it works wit
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import functools
 import time
 import zlib
 from typing import Any, Mapping
@@ -21,8 +24,21 @@ from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callabl
 from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import flatten_task, task_to_jax
-from ajax_tune.evaluation import make_evaluate
+from ajax_tune.errors import TaskError
+from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
 from ajax_tune.loop import TrainLoop
+
+
+RUNNER_KEYS = ("timesteps_this_iter", "env_steps", "perf/call_s", "perf/env_steps_per_s", "perf/compilations", "done")
+
+
+class CurriculumError(RuntimeError):
+    """An env_task_fn or callback failed after an iteration had trained. `result` holds that
+    iteration's result, which was not reported."""
+
+    def __init__(self, message: str, result: dict | None = None):
+        super().__init__(message)
+        self.result = result
 
 
 class Runner:
@@ -41,12 +57,19 @@ class Runner:
         env and its kwargs, the starting task, the budget against the unroll, the curriculum's
         imports. Returns the parsed config."""
         cfg = Config.from_dict(config)
-        env, _ = _build_loop(cfg)
+        env, loop = _build_loop(cfg)
         env.validate_task(cfg.env.task)
+        named = {}  # where a curriculum names a result key, the key it names
         if cfg.env_task_fn:
-            resolve_callable(cfg.env_task_fn, "env_task_fn")
-        for spec in cfg.callbacks:
-            make_callback(spec)
+            task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn")
+            if isinstance(task_fn, functools.partial) and isinstance(task_fn.keywords.get("metric"), str):
+                named[f"env_task_fn {_name(task_fn)}"] = task_fn.keywords["metric"]
+        callbacks = [make_callback(spec) for spec in cfg.callbacks]
+        for i, cb in enumerate(callbacks):
+            if isinstance(getattr(cb, "metric", None), str):
+                named[f"callbacks[{i}] ({type(cb).__name__})"] = cb.metric
+        if named:
+            _check_named_metrics(named, cfg, env, loop, callbacks)
         return cfg
 
     def _build_loop(self) -> None:
@@ -113,16 +136,33 @@ class Runner:
             "perf/compilations": self.retired_compilations + self.loop.compilations,
         })
         if self.env_task_fn is not None:
-            new_task = self.env_task_fn(result, self.task_settable_env, self.env_ctx)
-            if new_task is not None:
-                self.set_task(new_task)
-        for cb in self.callbacks:
-            _hook(cb, "on_train_result", self, result)
+            who = f"env_task_fn {_name(self.env_task_fn)}"
+            with self._curriculum_step(who, result, "returned"):
+                new_task = self.env_task_fn(result, self.task_settable_env, self.env_ctx)
+                if new_task is not None:
+                    self.set_task(new_task)
+        for i, cb in enumerate(self.callbacks):
+            with self._curriculum_step(f"callbacks[{i}] ({type(cb).__name__})", result, "set"):
+                _hook(cb, "on_train_result", self, result)
         for cb in self.callbacks:
             result.update(_call(cb, "metrics", {}))
         result.update(flatten_task(self.get_task(), prefix="curriculum/next_task/"))
         result["done"] = result["env_steps"] >= self.config.train.total_timesteps
         return result
+
+    @contextlib.contextmanager
+    def _curriculum_step(self, who: str, result: dict, verb: str):
+        """Errors of a curriculum name it and the iteration, and say that the iteration had
+        trained: the runner holds its state, but its result is not reported."""
+        where = (f"iteration {self.iteration} (trained to env_steps {result['env_steps']}; the runner keeps "
+                 f"that state and the previous task, but the result is not reported, and a Tune trial "
+                 f"retried after this error restarts from its last checkpoint)")
+        try:
+            yield
+        except TaskError as exc:
+            raise TaskError(f"{who} {verb} a task that does not fit after {where}: {exc}") from None
+        except Exception as exc:
+            raise CurriculumError(f"{who} raised {type(exc).__name__}: {exc} after {where}", result) from exc
 
     # -- tasks ---------------------------------------------------------------------------
 
@@ -141,7 +181,16 @@ class Runner:
 
     # -- checkpoints ---------------------------------------------------------------------
 
-    def save(self, directory) -> str:
+    def save(self, directory, result: Mapping | None = None) -> str:
+        """Write a checkpoint; `result` (the last one reported, as Tune saw it) is kept in its
+        metadata, so a checkpoint found on disk says where its run stood without Tune's records.
+
+        A state whose agent holds a non-finite number is refused (CheckpointError), so that a
+        diverged run never replaces its last good checkpoint, whatever is kept."""
+        bad = nonfinite_leaves(self.state.agent)
+        if bad:
+            raise CheckpointError(f"not saving {directory}: the state of iteration {self.iteration} is not finite "
+                                  f"({', '.join(bad)}); the last good checkpoint stays as it was")
         for cb in self.callbacks:
             _hook(cb, "on_checkpoint_save", self, str(directory))
         extra = {
@@ -149,6 +198,7 @@ class Runner:
             "iteration": self.iteration,
             "callbacks": [_call(cb, "get_state", {}) for cb in self.callbacks],
             "config": self.config.to_dict(),
+            "result": {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))},
         }
         return str(self.loop.save(directory, self.state, extra=extra))
 
@@ -157,6 +207,7 @@ class Runner:
         trial's random stream; one saved by this trial continues bit-exactly. Traced settings
         come from the current config, so mutated hyperparameters apply from here on."""
         state, metadata = self.loop.restore(directory)
+        _refuse_nonfinite(directory, state)
         extra = metadata.get("extra", {})
         saved_states = extra.get("callbacks", [])
         if len(saved_states) != len(self.callbacks):
@@ -192,6 +243,7 @@ class Runner:
             runner.restore(directory)
         else:
             state, _ = runner.loop.restore(directory)
+            _refuse_nonfinite(directory, state)
             runner.state, runner.iteration = state, int(extra.get("iteration", 0))
         return runner
 
@@ -226,6 +278,62 @@ def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
         check_run(cfg.train)
     return wrapped, TrainLoop(wrapped, agent, cfg.train)
+
+
+def nonfinite_leaves(tree, limit: int = 3) -> list[str]:
+    """Paths of the first floating-point leaves of `tree` holding NaN or infinity (on the host)."""
+    bad = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]:
+        leaf = np.asarray(leaf)
+        if np.issubdtype(leaf.dtype, np.inexact) and not np.isfinite(leaf).all():
+            bad.append(jax.tree_util.keystr(path))
+            if len(bad) == limit:
+                break
+    return bad
+
+
+def _refuse_nonfinite(directory, state) -> None:
+    bad = nonfinite_leaves(state.agent)
+    if bad:
+        raise CheckpointError(f"{directory} holds a non-finite state ({', '.join(bad)}): its run had diverged; "
+                              f"use an earlier checkpoint")
+
+
+def _name(fn) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _check_named_metrics(named: dict[str, str], cfg: Config, env, loop: TrainLoop, callbacks) -> None:
+    """Refuse a curriculum that waits for a metric no result has (it would wait for ever, or
+    fail inside the trial after compiling). The keys come from `summarize` on rows shaped like
+    the loop's; only when a name is not among the loop's own keys are the agent's rows traced
+    (no compilation) to learn its metric names."""
+    task = env.validate_task(cfg.env.task)
+    keys = set(RUNNER_KEYS) | set(flatten_task(task, prefix="curriculum/next_task/"))
+    for cb in callbacks:
+        keys |= set(_call(cb, "metrics", {}))
+    seeds = cfg.train.num_seeds
+    try:
+        rows = {"timestep": np.zeros((seeds, 1)), "eval/timestep": np.zeros((seeds, 1)), "lr": np.zeros((seeds, 1)),
+                **{k: np.zeros((seeds, 1)) for k in EVAL_KEYS},
+                **{f"task/{k}": np.zeros((seeds, 1)) for k in flatten_task(task)},
+                **{f"train/{k}": np.zeros((seeds, 1)) for k in ("episodes", "episode_return", "episode_length")}}
+        keys |= set(summarize(rows))
+    except KeyError:  # the rows grew a key this sketch lacks: trace them below
+        pass
+    if not set(named.values()) <= keys:
+        abstract = jax.eval_shape(loop._init, jax.ShapeDtypeStruct((seeds, 2), np.uint32), task_to_jax(task))
+        _, rows = jax.eval_shape(loop._train, abstract)
+        keys |= set(summarize({k: np.zeros(v.shape, v.dtype) for k, v in rows.items()}))
+    for who, metric in named.items():
+        if metric not in keys:
+            close = difflib.get_close_matches(metric, sorted(keys), n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            raise ConfigError(f"{who}: metric {metric!r} is not in any result; {hint}results report "
+                              f"{', '.join(sorted(k for k in keys if k.startswith('eval/') and 'seed' not in k))}, "
+                              f"loss/*, train/*, curriculum/*, lr, env_steps")
 
 
 def _hook(callback, name: str, *args) -> None:

@@ -8,13 +8,17 @@ under mutated hyperparameters, without recompiling unless a static setting chang
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ray import tune
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
+from ajax_tune.checkpoint import find_complete, read_metadata
 from ajax_tune.config import Config
 from ajax_tune.jax_setup import configure_jax
+
+logger = logging.getLogger(__name__)
 
 
 class AjaxTrainable(tune.Trainable):
@@ -29,10 +33,17 @@ class AjaxTrainable(tune.Trainable):
         return self.runner.train()
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
-        self.runner.save(checkpoint_dir)
+        self.runner.save(checkpoint_dir, result=self.get_state()["last_result"])
 
     def load_checkpoint(self, checkpoint: str) -> None:
-        self.runner.restore(checkpoint)
+        chosen, note = find_complete(checkpoint)
+        if note:  # a damaged checkpoint gives way to the newest whole one before it, and Tune's counters follow
+            logger.warning("%s: %s", self.trial_id, note)
+            saved = read_metadata(chosen).get("extra", {}).get("result", {})
+            self._iteration = saved.get("training_iteration", self._iteration)
+            self._timesteps_total = saved.get("timesteps_total", self._timesteps_total)
+            self._time_total = saved.get("time_total_s", self._time_total)
+        self.runner.restore(chosen)
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self.runner.trial_id, self.runner.trial_name = self.trial_id, self.trial_name

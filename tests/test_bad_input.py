@@ -1,0 +1,194 @@
+"""Bad input that used to escape as a traceback, a hang or a silent acceptance: each is one line
+on stderr and exit status 2, found before Ray starts wherever it can be."""
+
+import json
+import os
+import pathlib
+import pickle
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ajax_tune.cli import main
+from ajax_tune.experiment import Experiment
+from ajax_tune.runner import Runner
+from ajax_tune.yaml_loader import load
+
+EXPERIMENT = """
+name: small
+trial:
+  env: {name: corridor, kwargs: {max_length: 32, max_episode_steps: 40}, task: {length: 4}}
+  agent: {num_envs: 8, unroll_length: 16, num_minibatches: 2, update_epochs: 2, hidden_sizes: [32, 32], lr: 3e-3}
+  train: {total_timesteps: 5e4, timesteps_per_iteration: 512, num_seeds: 2, eval_episodes: 4}
+stop: {training_iteration: 3}
+"""
+TINY = {"agent": {"num_envs": 4, "unroll_length": 8, "hidden_sizes": [8]},
+        "train": {"timesteps_per_iteration": 32, "eval_episodes": 1}}
+
+
+def one_line_error(capsys, code, *fragments):
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+@pytest.fixture
+def experiment(tmp_path):
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory):
+    """An untrained cartpole and pendulum checkpoint (nothing compiles but the init)."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    for env in ("cartpole", "pendulum"):
+        Runner({"env": {"name": env}, **TINY}).save(root / env)
+    return root
+
+
+# -- 9. numbers as people write them -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, value", [
+    ("3e-4", 3e-4), ("1e6", 1e6), ("1.0e6", 1e6), ("-2E3", -2000.0), (".5e1", 5.0), ("1.0e+6", 1e6),
+    ("12", 12), ("0x1f", 31), ("1e", "1e"), ("e5", "e5"), ("1.2.3", "1.2.3"), (".inf", float("inf")),
+])
+def test_yaml_reads_numbers_as_written(text, value):
+    assert load(text) == value and type(load(text)) is type(value)
+
+
+def test_scientific_numbers_in_files_and_overrides(experiment, tmp_path):
+    loaded = Experiment.load(experiment)
+    assert loaded.trial["agent"]["lr"] == 3e-3
+    assert Runner.check(loaded.trial).train.total_timesteps == 50_000  # `5e4` for an integer field
+    loaded = Experiment.load(experiment, ["trial.agent.lr=3e-4", "trial.agent.ent_coef=1e-3",
+                                          "trial.agent.lr={kind: linear, peak: 1e-3}"])
+    assert Runner.check(loaded.trial).agent.lr.peak == 1e-3 and loaded.trial["agent"]["ent_coef"] == 1e-3
+
+
+# -- 8. storage path ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("where, message", [
+    ("afile", "is a file, not a directory"),
+    ("afile/sub/dir", "lies under"),
+    ("/proc/ajax_tune_results", "is not writable"),
+])
+def test_unusable_storage_path(experiment, tmp_path, capsys, where, message):
+    import ray
+
+    (tmp_path / "afile").write_text("")
+    path = where if where.startswith("/") else str(tmp_path / where)
+    one_line_error(capsys, main(["run", experiment, "--storage-path", path]), message)
+    assert not ray.is_initialized()
+
+
+# -- 7. resources ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("resources", ["{cpu: 64}", "{cpu: {grid: [1, 64]}}"])
+def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, capsys, resources):
+    import ray
+
+    code = main(["run", experiment, "--storage-path", str(tmp_path / "r"), "--set", f"trial.resources={resources}"])
+    one_line_error(capsys, code, "trial.resources: a trial asks for cpu 64", "--num-cpus")
+    assert not ray.is_initialized()
+
+
+# -- 6. a curriculum metric that no result has -------------------------------------------------
+
+
+def test_threshold_curriculum_on_a_metric_never_reported(experiment, capsys):
+    callback = "[{class: 'ajax_tune.curriculum:ThresholdCurriculum', kwargs: {levels: {length: [4, 8]}, metric: eval/no_such_metric}}]"
+    code = main(["run", experiment, "--set", f"trial.callbacks={callback}"])
+    one_line_error(capsys, code, "callbacks[0] (ThresholdCurriculum): metric 'eval/no_such_metric' is not in any result",
+                   "eval/success_rate_mean")
+    task_fn = ("{function: 'ajax_tune.curriculum:grow_when_solved', "
+               "kwargs: {field: length, step: 4, metric: eval/sucess_rate_mean}}")
+    code = main(["run", experiment, "--set", f"trial.env_task_fn={task_fn}"])
+    one_line_error(capsys, code, "env_task_fn ajax_tune.curriculum:grow_when_solved",
+                   "did you mean 'eval/success_rate_mean'?")
+
+
+# -- 3. a damaged experiment directory ---------------------------------------------------------
+
+
+def test_resume_refuses_a_damaged_tuner_state(tmp_path, capsys):
+    Experiment.from_dict(load(EXPERIMENT)).tuner(storage_path=str(tmp_path))  # writes a real tuner.pkl
+    directory = tmp_path / "small"
+    real = (directory / "tuner.pkl").read_bytes()
+    one_line_error(capsys, main(["resume", str(directory)]), "holds no experiment state")
+
+    (directory / "experiment_state-2000-01-01_00-00-00.json").write_text("{}")
+    for content, message in ((b"garbage\n", "tuner.pkl cannot be read"),
+                             (real[: len(real) // 2], "tuner.pkl cannot be read"),
+                             (pickle.dumps(["another", "object"]), "holds a list, not a Tuner's state"),
+                             (pickle.dumps({"__trainable_name": "PPO"}), "an experiment of trainable 'PPO'")):
+        (directory / "tuner.pkl").write_bytes(content)
+        one_line_error(capsys, main(["resume", str(directory)]), message)
+
+
+# -- 1, 2, 5. evaluate -------------------------------------------------------------------------
+
+
+def test_evaluate_in_an_unknown_or_mismatched_gymnasium_env(checkpoints, capsys):
+    cartpole = str(checkpoints / "cartpole")
+    one_line_error(capsys, main(["evaluate", cartpole, "--gymnasium", "NoSuchEnv-v0"]),
+                   "gymnasium has no env 'NoSuchEnv-v0'")
+    one_line_error(capsys, main(["evaluate", cartpole, "--gymnasium", "CartPol-v1"]), "did you mean 'CartPole-v1'?")
+    one_line_error(capsys, main(["evaluate", cartpole, "--gymnasium", "Pendulum-v1"]),
+                   "observation space Box(3,) does not match the observation space Box(4,) of this cartpole checkpoint")
+
+
+def test_evaluate_a_checkpoint_whose_state_comes_from_another_env(checkpoints, tmp_path, capsys):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(checkpoints / "cartpole", mixed)
+    shutil.rmtree(mixed / "state")
+    shutil.copytree(checkpoints / "pendulum" / "state", mixed / "state")
+    one_line_error(capsys, main(["evaluate", str(mixed)]), "is incomplete or damaged")
+    # the same without the file list older checkpoints lack: orbax's own error, as one line
+    metadata = json.loads((mixed / "ajax_tune.json").read_text())
+    del metadata["files"]
+    (mixed / "ajax_tune.json").write_text(json.dumps(metadata))
+    one_line_error(capsys, main(["evaluate", str(mixed)]), "could not be read; its files are damaged")
+
+
+@pytest.mark.slow
+def test_evaluate_a_checkpoint_cut_in_half_in_a_fresh_process(checkpoints, tmp_path):
+    """Exit-time errors (orbax's event loop) only show in a process of its own."""
+    cut = tmp_path / "cut"
+    shutil.copytree(checkpoints / "cartpole", cut)
+    for path in (cut / "state").rglob("*"):
+        if path.is_file():
+            path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    metadata = json.loads((cut / "ajax_tune.json").read_text())
+    del metadata["files"]  # so that orbax itself meets the cut files
+    (cut / "ajax_tune.json").write_text(json.dumps(metadata))
+    exe = pathlib.Path(sys.executable).parent / "ajax-tune"
+    out = subprocess.run([exe, "evaluate", str(cut)], capture_output=True, text=True,
+                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    lines = [line for line in out.stderr.splitlines() if "warp" not in line]  # brax's optional-import notice
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert "could not be read; its files are damaged" in lines[0]
+
+
+# -- joining a cluster that is not there -------------------------------------------------------
+
+
+@pytest.mark.parametrize("address, message", [
+    ("127.0.0.1:1", "cannot reach a Ray cluster at 127.0.0.1:1"),
+    ("headnode", "--address expects HOST:PORT of a Ray head"),
+])
+def test_unreachable_address(experiment, tmp_path, capsys, address, message):
+    import ray
+
+    code = main(["run", experiment, "--storage-path", str(tmp_path), "--address", address])
+    one_line_error(capsys, code, message)
+    assert not ray.is_initialized() and not (tmp_path / "small" / ".ajax-tune.lock").exists()
