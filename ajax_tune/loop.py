@@ -30,6 +30,7 @@ from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
 from ajax_tune.fields import ConfigError, init_only, static, static_values, traced, validate
 
+ON_NONFINITE = ("stop", "error", "continue")
 RESET_MODES = ("next_step", "unroll_start")
 
 
@@ -44,6 +45,11 @@ class LoopConfig:
                              doc="when a finished env starts its next episode: on the very next step, "
                                  "or frozen (masked) until the next unroll starts")
     seed: int = init_only(0, ge=0)
+    on_nonfinite: str = init_only(
+        "stop", choices=ON_NONFINITE,
+        doc="when parameters, optimiser state or metrics stop being finite: stop the trial (its result "
+            "says where), raise an error, or continue (a PBT exploit may replace the state); scores "
+            "read as the worst in every case")
 
     def __post_init__(self):
         validate(self, "train")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import difflib
 import functools
+import logging
+import math
 import time
 import zlib
 from typing import Any, Mapping
@@ -28,8 +30,14 @@ from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
 from ajax_tune.loop import TrainLoop
 
+logger = logging.getLogger(__name__)
+
 
 RUNNER_KEYS = ("timesteps_this_iter", "env_steps", "perf/call_s", "perf/env_steps_per_s", "perf/compilations", "done")
+
+
+class DivergedError(RuntimeError):
+    """Training stopped being finite and `train.on_nonfinite` is "error"."""
 
 
 class CurriculumError(RuntimeError):
@@ -135,20 +143,40 @@ class Runner:
             "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
             "perf/compilations": self.retired_compilations + self.loop.compilations,
         })
-        if self.env_task_fn is not None:
+        diverged = result.get("train/nonfinite", 0.0) > 0 and self._on_nonfinite(result)
+        if self.env_task_fn is not None and not diverged:
             who = f"env_task_fn {_name(self.env_task_fn)}"
             with self._curriculum_step(who, result, "returned"):
                 new_task = self.env_task_fn(result, self.task_settable_env, self.env_ctx)
                 if new_task is not None:
                     self.set_task(new_task)
-        for i, cb in enumerate(self.callbacks):
+        for i, cb in enumerate(() if diverged else self.callbacks):
             with self._curriculum_step(f"callbacks[{i}] ({type(cb).__name__})", result, "set"):
                 _hook(cb, "on_train_result", self, result)
         for cb in self.callbacks:
             result.update(_call(cb, "metrics", {}))
         result.update(flatten_task(self.get_task(), prefix="curriculum/next_task/"))
-        result["done"] = result["env_steps"] >= self.config.train.total_timesteps
+        result["done"] = result["env_steps"] >= self.config.train.total_timesteps or (
+            diverged and self.config.train.on_nonfinite == "stop")
         return result
+
+    def _on_nonfinite(self, result: dict) -> bool:
+        """A diverged call: its scores become the worst there is (so ASHA stops it and PBT never
+        copies it), the curriculum does not move on them, and `train.on_nonfinite` says whether
+        the trial stops (the default), raises, or goes on. Checkpoints refuse the state anyway."""
+        first = min(((at, key[len("health/"):-len("_nonfinite_at")]) for key, at in result.items()
+                     if key.startswith("health/") and key.endswith("_nonfinite_at") and at >= 0), default=(-1, "?"))
+        message = (f"trial {self.trial_name or self.trial_id or '(no Tune trial)'} diverged in iteration "
+                   f"{self.iteration}: {first[1]} stopped being finite at env step {int(first[0])}; "
+                   f"its scores read as -inf and no checkpoint of this state is written, so the last good "
+                   f"one stays (train.on_nonfinite: {self.config.train.on_nonfinite})")
+        for key in result:
+            if key.startswith(("eval/", "train/episode_return")) and ("return" in key or "success" in key):
+                result[key] = -math.inf
+        if self.config.train.on_nonfinite == "error":
+            raise DivergedError(message)
+        logger.warning(message)
+        return True
 
     @contextlib.contextmanager
     def _curriculum_step(self, who: str, result: dict, verb: str):

@@ -2,8 +2,11 @@
 experiment), a killed trial, a partial checkpoint, a failing curriculum."""
 
 import json
+import logging
+import math
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -230,14 +233,20 @@ def test_killed_trial_finishes_exactly_and_the_best_checkpoint_survives(ray_sess
 # -- a diverged state -----------------------------------------------------------------------------
 
 
-def test_a_diverged_state_is_never_saved_and_never_evaluated(tmp_path, capsys):
+def test_a_diverged_state_is_never_saved_and_never_evaluated(tmp_path, capsys, caplog):
     from ajax_tune.config import Config
 
     runner = Runner(corridor_config())
     runner.train()
     good = pathlib.Path(runner.save(tmp_path / "good"))
     runner.state = runner.loop.set_hparams(runner.state, Config.from_dict(corridor_config(lr=1e30)).agent)
-    runner.train()  # a learning rate of 1e30: the parameters are NaN after one update
+    with caplog.at_level(logging.WARNING, logger="ajax_tune.runner"):
+        result = runner.train()  # a learning rate of 1e30: the parameters are NaN after one update
+    assert result["train/nonfinite"] == 1.0 and result["done"] is True  # on_nonfinite: stop (the default)
+    assert result["eval/return_mean"] == -math.inf and result["eval/success_rate_mean"] == -math.inf
+    assert result["health/params_nonfinite_at"] > BUDGET
+    (message,) = [r.getMessage() for r in caplog.records if "diverged" in r.getMessage()]
+    assert re.search(r"in iteration 2: (loss|params) stopped being finite at env step \d+", message)
     with pytest.raises(CheckpointError, match=r"the state of iteration 2 is not finite \(.params"):
         runner.save(tmp_path / "diverged")
     assert not (tmp_path / "diverged" / "ajax_tune.json").exists()
@@ -251,3 +260,18 @@ def test_a_diverged_state_is_never_saved_and_never_evaluated(tmp_path, capsys):
     code = main(["evaluate", str(tmp_path / "old")])
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and "holds a non-finite state" in err
+
+
+@pytest.mark.parametrize("policy", ["error", "continue"])
+def test_divergence_policy(policy):
+    from ajax_tune.config import Config
+    from ajax_tune.runner import DivergedError
+
+    runner = Runner(corridor_config(train={"on_nonfinite": policy}))
+    runner.state = runner.loop.set_hparams(runner.state, Config.from_dict(corridor_config(lr=1e30)).agent)
+    if policy == "error":
+        with pytest.raises(DivergedError, match=r"diverged in iteration 1: (loss|params) stopped being finite"):
+            runner.train()
+    else:
+        result = runner.train()
+        assert result["done"] is False and result["eval/return_min"] == -math.inf
