@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping
 
 from ajax_tune.agents import AGENTS
 from ajax_tune.fields import ConfigError, init_only, static, static_values, validate
+from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_import"]
@@ -35,9 +36,21 @@ class EnvConfig:
     task: dict = init_only({}, doc="the task training starts on (fields not given keep their defaults)")
     max_episode_steps: int = static(0, ge=0, doc="time limit; 0: the env's own")
     truncation_penalty: float = static(0.0, doc="subtracted from the reward of a truncated step")
+    levels: Any = init_only(None, doc="numbered tasks, [task, ...] or {field: [value per level]}: "
+                                      "curricula then speak level numbers (RLlib's get_task() -> int)")
+    level: int = init_only(0, ge=0, doc="the level training starts on (with env.levels)")
+    level_overflow: str = init_only("error", choices=("error", "clamp"),
+                                    doc="a level past either end: an error, or held at the nearest level")
 
     def __post_init__(self):
         validate(self, "env")
+        if self.levels is None:
+            if self.level:
+                raise ConfigError(f"env.level ({self.level}) needs env.levels: a list of tasks to number")
+            return
+        count = len(level_list(self.levels, "env.levels"))
+        if self.level >= count:
+            raise ConfigError(f"env.level must be in [0, {count - 1}] (env.levels has {count}), got {self.level}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,6 +8,7 @@ settings changed. `AjaxTrainable` is a thin Tune shell over it, and it works wit
 
 from __future__ import annotations
 
+import math
 import time
 import zlib
 from typing import Any, Mapping
@@ -22,7 +23,9 @@ from ajax_tune.config import Config, ConfigError, resolve_callable
 from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import flatten_task, task_to_jax
+from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import make_evaluate, summarize
+from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
 
 
@@ -43,7 +46,7 @@ class Runner:
         imports. Returns the parsed config."""
         cfg = Config.from_dict(config)
         env, _ = _build_loop(cfg)
-        env.validate_task(cfg.env.task)
+        _start_task(env, cfg)
         if cfg.env_task_fn:
             resolve_callable(cfg.env_task_fn, "env_task_fn")
         for spec in cfg.callbacks:
@@ -59,13 +62,13 @@ class Runner:
         cfg = self.config
         self.env_task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
         self.callbacks = [make_callback(spec) for spec in cfg.callbacks]
-        self.env.validate_task(cfg.env.task)  # before compiling anything
+        self.levels, start_task = _start_task(self.env, cfg)  # before compiling anything
         self.env_ctx = EnvContext(
             env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
             num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0,
         )
         self.task_settable_env = TaskSettableEnv(self)
-        state = self.loop.init(seed=cfg.train.seed, task=cfg.env.task)
+        state = self.loop.init(seed=cfg.train.seed, task=start_task)
         self.state = self.loop.set_hparams(state, cfg.agent, cfg.train.total_timesteps)
         self.iteration = 0
         for cb in self.callbacks:
@@ -117,6 +120,9 @@ class Runner:
                 self.set_task(new_task)
         for cb in self.callbacks:
             _hook(cb, "on_train_result", self, result)
+        if self.levels is not None:
+            level = self.levels.level_of(self.get_task())
+            result["curriculum/level"] = math.nan if level is None else float(level)
         for cb in self.callbacks:
             result.update(_call(cb, "metrics", {}))
         result.update(flatten_task(self.get_task(), prefix="curriculum/next_task/"))
@@ -129,14 +135,44 @@ class Runner:
         task = self.loop.get_task(self.state, per_env=per_env)
         return {k: (v.item() if v.ndim == 0 else v) for k, v in task.items()}
 
-    def set_task(self, task: Mapping[str, Any], eval_task: Mapping[str, Any] | None = None) -> None:
-        """Validated before anything changes: a task that does not fit leaves the state as it was."""
+    def get_level(self, per_env: bool = False) -> int | np.ndarray:
+        """The level (with `env.levels`) evaluations run on, or one per env (-1: no level)."""
+        if self.levels is None:
+            raise TaskError("get_level needs env.levels: a list of tasks to number")
+        if per_env:
+            tasks = self.get_task(per_env=True)
+            found = [self.levels.level_of({k: v[i] for k, v in tasks.items()}) for i in range(self.loop.venv.num_envs)]
+            return np.array([-1 if level is None else level for level in found])
+        task = self.get_task()
+        level = self.levels.level_of(task)
+        if level is None:
+            raise TaskError(f"the current task {flatten_task(task)} is none of env.levels (it was set as a mapping)")
+        return level
+
+    def set_task(self, task: Any, eval_task: Any = None) -> None:
+        """Validated before anything changes: a task that does not fit leaves the state as it was.
+
+        With `env.levels`, a level number (or a list of one per env) stands for its task."""
+        task = self._as_task(task)
+        eval_task = None if eval_task is None else self._as_task(eval_task)
         old = self.get_task()
         self.state = self.loop.set_task(self.state, task, eval_task=eval_task)
         new = self.get_task()
         if any(not np.array_equal(old[k], new[k]) for k in new):
             for cb in self.callbacks:
                 _hook(cb, "on_task_change", self, old, new)
+
+    def _as_task(self, task: Any) -> Mapping[str, Any]:
+        if isinstance(task, Mapping):
+            return task
+        if self.levels is None:
+            raise TaskError(f"a task must be a mapping of field name to value, got {task!r}; level numbers "
+                            "need env.levels (a list of tasks to number)")
+        if isinstance(task, (list, tuple, np.ndarray)) and np.ndim(task) == 1:
+            if len(task) != self.loop.venv.num_envs:
+                raise TaskError(f"a list of levels needs one per env ({self.loop.venv.num_envs}), got {len(task)}")
+            return self.levels.batch(task)
+        return self.levels.task(task)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -209,6 +245,14 @@ class Runner:
         agent, agent_state = self.loop.agent, jax.tree.map(lambda x: x[0], self.state.agent)
         act = jax.jit(lambda obs: agent.act(agent_state, obs, jax.random.PRNGKey(0), deterministic=True)[0])
         return lambda obs: np.asarray(act(np.asarray(obs, np.float32)))
+
+
+def _start_task(env, cfg: Config) -> tuple[Levels | None, dict]:
+    """The env's levels (if any) and the task training starts on, checked against the env."""
+    if cfg.env.levels is None:
+        return None, env.validate_task(cfg.env.task)
+    levels = Levels(env, cfg.env.levels, base=cfg.env.task, overflow=cfg.env.level_overflow)
+    return levels, levels.task(cfg.env.level)
 
 
 def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:

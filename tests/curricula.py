@@ -31,3 +31,12 @@ class FailOnce(Callback):
         if runner.iteration == self.at_iteration and not self.marker.exists():
             self.marker.write_text(str(os.getpid()))
             raise RuntimeError("injected failure")
+
+
+# RLlib's documented curriculum function ("Curriculum Learning" in RLlib's advanced API guide),
+# kept exactly as the guide prints it: a task is a level number.
+def curriculum_fn(train_results, task_settable_env, env_ctx):
+    # Very simple curriculum function.
+    current_task = task_settable_env.get_task()
+    new_task = current_task + 1
+    return new_task
