@@ -6,6 +6,8 @@
       "train": {"total_timesteps": 500_000, "timesteps_per_iteration": 25_600},
       "env_task_fn": "my_module:grow_corridor",      # optional
       "callbacks": [{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {...}}],
+      "task_sampler": {"name": "plr", "kwargs": {"space": {"length": [4, 32]}}},  # optional
+      "heldout": {"space": {"length": [4, 32]}, "num_tasks": 8, "seed": 0},       # optional
       "resources": {"cpu": 1, "gpu": 0},
     }
 
@@ -63,7 +65,7 @@ class ResourcesConfig:
 
 
 SECTIONS = {"env": EnvConfig, "train": LoopConfig, "resources": ResourcesConfig}
-TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "resources")
+TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +77,8 @@ class Config:
     env_task_fn: Any = None  # callable or "module:function"
     callbacks: tuple = ()
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
+    task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
+    heldout: Any = None  # {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
 
     @classmethod
     def from_dict(cls, config: Mapping | "Config") -> "Config":
@@ -97,6 +101,7 @@ class Config:
         return cls(
             env=sections["env"], agent_name=agent_name, agent=agent, train=sections["train"],
             env_task_fn=config.get("env_task_fn"), callbacks=tuple(callbacks), resources=sections["resources"],
+            task_sampler=config.get("task_sampler"), heldout=config.get("heldout"),
         )
 
     def to_dict(self) -> dict:
@@ -113,6 +118,8 @@ class Config:
             "env_task_fn": import_path(self.env_task_fn),
             "callbacks": [import_path(c) for c in self.callbacks],
             "resources": dataclasses.asdict(self.resources),
+            "task_sampler": _sampler_entry(self.task_sampler),
+            "heldout": self.heldout,
         }
 
     def static_settings(self) -> dict:
@@ -123,6 +130,11 @@ class Config:
             "agent": static_values(self.agent),
             "train": static_values(self.train),
         }
+
+
+def _sampler_entry(sampler: Any) -> Any:
+    config = getattr(sampler, "config", None)  # a TaskSampler instance writes itself as class + kwargs
+    return import_path(config() if callable(config) and not isinstance(sampler, type) else sampler)
 
 
 def parse_section(config_cls, values: Any, section: str):

@@ -27,6 +27,8 @@ from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import make_evaluate, summarize
 from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
+from ajax_tune.samplers import TaskSampler, make_sampler
+from ajax_tune.samplers.heldout import heldout_tasks
 
 
 class Runner:
@@ -46,7 +48,9 @@ class Runner:
         imports. Returns the parsed config."""
         cfg = Config.from_dict(config)
         env, _ = _build_loop(cfg)
-        _start_task(env, cfg)
+        levels, start_task = _start_task(env, cfg)
+        _make_sampler(env, cfg, levels, start_task)
+        heldout_tasks(cfg.heldout, env, base=start_task)
         if cfg.env_task_fn:
             resolve_callable(cfg.env_task_fn, "env_task_fn")
         for spec in cfg.callbacks:
@@ -63,6 +67,8 @@ class Runner:
         self.env_task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
         self.callbacks = [make_callback(spec) for spec in cfg.callbacks]
         self.levels, start_task = _start_task(self.env, cfg)  # before compiling anything
+        self.sampler = _make_sampler(self.env, cfg, self.levels, start_task)
+        self.heldout = heldout_tasks(cfg.heldout, self.env, base=start_task)
         self.env_ctx = EnvContext(
             env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
             num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0,
@@ -221,7 +227,7 @@ class Runner:
         if config is None:
             raise CheckpointError(f"{directory} does not record its config; it was not written by a Runner")
         if not curriculum:
-            config = {**config, "env_task_fn": None, "callbacks": []}
+            config = {**config, "env_task_fn": None, "callbacks": [], "task_sampler": None}
         runner = cls(config, trial_id=extra.get("trial_id", ""))
         if curriculum:
             runner.restore(directory)
@@ -253,6 +259,14 @@ def _start_task(env, cfg: Config) -> tuple[Levels | None, dict]:
         return None, env.validate_task(cfg.env.task)
     levels = Levels(env, cfg.env.levels, base=cfg.env.task, overflow=cfg.env.level_overflow)
     return levels, levels.task(cfg.env.level)
+
+
+def _make_sampler(env, cfg: Config, levels: Levels | None, start_task: dict) -> TaskSampler | None:
+    """The trial's task sampler, its space checked against the env (None without one)."""
+    if cfg.task_sampler is None:
+        return None
+    env_levels = None if levels is None else levels.tasks
+    return make_sampler(cfg.task_sampler).bind(env, base=start_task, env_levels=env_levels)
 
 
 def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
