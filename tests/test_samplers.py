@@ -191,7 +191,7 @@ def test_learning_progress_state_continues_exactly(corridor):
 def test_plr_probabilities_by_hand(corridor):
     plr = PrioritizedLevelReplay(levels={"length": [4, 8, 12]}, buffer_size=3, temperature=1.0, staleness=0.25).bind(corridor)
     state = plr.get_state()
-    state.update(levels={"length": [4, 8, 12]}, scores=[0.5, 2.0, 1.0], last_drawn=[1, 5, 3], clock=5)
+    state.update(buffer={"length": [4, 8, 12]}, scores=[0.5, 2.0, 1.0], last_drawn=[1, 5, 3], clock=5)
     plr.set_state(json_round_trip(state))
     # ranks 3, 1, 2 -> weights 1/3, 1, 1/2 (sum 11/6)
     np.testing.assert_allclose(plr.score_probabilities(), [2 / 11, 6 / 11, 3 / 11])
@@ -211,20 +211,20 @@ def test_plr_fills_its_buffer_replays_and_replaces_the_lowest_score(corridor):
     first = plr.sample(2)["length"]
     assert len(set(first.tolist())) == 2 and plr.replay_share == 0.0
     plr.update(stats(first, episodes=[[1, 1]], signal=[[0.5, 2.0]]))
-    assert plr.levels["length"].tolist() == first.tolist() and plr.scores.tolist() == [0.5, 2.0]
+    assert plr.buffer["length"].tolist() == first.tolist() and plr.scores.tolist() == [0.5, 2.0]
     # call 2: two of three slots filled, below min_fill (the whole buffer): new levels again
     second = plr.sample(2)["length"]
     assert not set(second.tolist()) & set(first.tolist())
     plr.update(stats(second, episodes=[[1, 1]], signal=[[1.0, 0.2]]))
     # the first fills the buffer; the second (0.2) is below the lowest score (0.5): left out
-    assert plr.levels["length"].tolist() == [*first.tolist(), second[0]] and plr.scores.tolist() == [0.5, 2.0, 1.0]
+    assert plr.buffer["length"].tolist() == [*first.tolist(), second[0]] and plr.scores.tolist() == [0.5, 2.0, 1.0]
     assert plr.last_drawn.tolist() == [1, 1, 2] and plr.clock == 2
     # call 3: a full buffer, replay_prob 1: replayed from 0.75 * P_score + 0.25 * P_stale
     np.testing.assert_allclose(plr.replay_probabilities(),
                                0.75 * np.array([2 / 11, 6 / 11, 3 / 11]) + 0.25 * np.array([0.5, 0.5, 0.0]))
     third = plr.sample(2)["length"]
-    assert plr.replay_share == 1.0 and set(third.tolist()) <= set(plr.levels["length"].tolist())
-    replayed = [plr.levels["length"].tolist().index(x) for x in third]
+    assert plr.replay_share == 1.0 and set(third.tolist()) <= set(plr.buffer["length"].tolist())
+    replayed = [plr.buffer["length"].tolist().index(x) for x in third]
     assert all(plr.last_drawn[s] == 3 for s in replayed)
     plr.update(stats(third, episodes=[[1, 1]], signal=[[3.0, 3.0]]))  # the latest signal is the score
     assert all(plr.scores[s] == 3.0 for s in replayed)
@@ -236,7 +236,7 @@ def test_plr_fills_its_buffer_replays_and_replaces_the_lowest_score(corridor):
         drawn.append(int(small.sample(1)["length"][0]))
         small.update(stats(drawn[-1:], episodes=[[1]], signal=[[signal]]))
         kept = drawn[0] if signal < 2.0 else drawn[2]
-        assert small.levels["length"].tolist() == [kept] and small.scores.tolist() == [max(1.0, signal)]
+        assert small.buffer["length"].tolist() == [kept] and small.scores.tolist() == [max(1.0, signal)]
     assert len(set(drawn)) == 3
 
 
@@ -247,7 +247,7 @@ def test_plr_scores_average_over_seeds_and_skip_envs_it_did_not_steer(corridor):
     trained[2] = 33 - trained[2]  # another curriculum changed env 2's task
     plr.update(stats(trained, episodes=[[1, 1, 1]] * 2, signal=[[1.0, np.nan, 5.0], [3.0, 4.0, 5.0]]))
     assert plr.scores.tolist() == [2.0, 4.0]  # env 0: mean of both seeds; env 1: the seed that has one
-    assert plr.levels["length"].tolist() == lengths[:2].tolist()
+    assert plr.buffer["length"].tolist() == lengths[:2].tolist()
     lengths = plr.sample(3)["length"]
     with pytest.raises(ValueError, match="this agent reports none"):
         plr.update(stats(lengths, episodes=[[1, 1, 1]]))

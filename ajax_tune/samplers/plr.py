@@ -45,7 +45,7 @@ class PrioritizedLevelReplay(TaskSampler):
         self.min_fill = check_number(where, "min_fill", min_fill, low=1, high=self.buffer_size, integer=True)
 
     def _bound(self):
-        self.levels: dict[str, np.ndarray] = {}  # field -> [filled, *shape]
+        self.buffer: dict[str, np.ndarray] = {}  # field -> [filled, *shape]
         self.scores = np.zeros(0)
         self.last_drawn = np.zeros(0, np.int64)
         self.clock = 0  # sample calls so far
@@ -90,7 +90,7 @@ class PrioritizedLevelReplay(TaskSampler):
             field = self.space.spec[k]
             column = np.zeros((num_envs, *field.shape), field.dtype)
             if replay.any():
-                column[replay] = self.levels[k][slots[replay]]
+                column[replay] = self.buffer[k][slots[replay]]
             if (~replay).any():
                 column[~replay] = new[k]
             tasks[k] = column
@@ -116,7 +116,7 @@ class PrioritizedLevelReplay(TaskSampler):
         for slot in range(self.filled - 1, -1, -1):
             match = np.ones(count, bool)
             for k in self.space.fields:
-                match &= np.all(np.asarray(tasks[k]).reshape(count, -1) == self.levels[k][slot].reshape(1, -1), axis=1)
+                match &= np.all(np.asarray(tasks[k]).reshape(count, -1) == self.buffer[k][slot].reshape(1, -1), axis=1)
             out[match] = slot
         return out
 
@@ -156,7 +156,7 @@ class PrioritizedLevelReplay(TaskSampler):
         slot = int(self._find(task)[0]) if self.filled else -1
         if slot < 0 and self.filled < self.buffer_size:
             slot = self.filled
-            self.levels = {k: (np.concatenate([self.levels[k], task[k]]) if self.levels else task[k].copy())
+            self.buffer = {k: (np.concatenate([self.buffer[k], task[k]]) if self.buffer else task[k].copy())
                            for k in self.space.fields}
             self.scores = np.append(self.scores, score)
             self.last_drawn = np.append(self.last_drawn, self.clock)
@@ -166,7 +166,7 @@ class PrioritizedLevelReplay(TaskSampler):
             if score <= self.scores[slot]:
                 return
             for k in self.space.fields:
-                self.levels[k][slot] = task[k][0]
+                self.buffer[k][slot] = task[k][0]
         self.scores[slot] = score
         self.last_drawn[slot] = self.clock
 
@@ -174,7 +174,7 @@ class PrioritizedLevelReplay(TaskSampler):
 
     def _state(self):
         return {
-            "levels": tasks_to_json(self.levels), "scores": self.scores.tolist(),
+            "buffer": tasks_to_json(self.buffer), "scores": self.scores.tolist(),
             "last_drawn": self.last_drawn.tolist(), "clock": self.clock,
             "pending_slots": self.pending_slots.tolist(), "pending_tasks": tasks_to_json(self.pending_tasks),
             "replay_share": self.replay_share,
@@ -182,7 +182,7 @@ class PrioritizedLevelReplay(TaskSampler):
 
     def _load(self, state):
         spec = self.space.spec
-        self.levels = tasks_from_json(state["levels"], spec)
+        self.buffer = tasks_from_json(state["buffer"], spec)
         self.scores = np.array(state["scores"], np.float64)
         self.last_drawn = np.array(state["last_drawn"], np.int64)
         self.clock = int(state["clock"])
