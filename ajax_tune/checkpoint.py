@@ -21,7 +21,7 @@ from ajax_tune.errors import CheckpointError
 from ajax_tune.fields import fingerprint
 
 FORMAT = "ajax_tune"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 METADATA_FILE = "ajax_tune.json"
 STATE_DIR = "state"
 
@@ -41,7 +41,9 @@ def save(directory, state, *, settings: dict, timestep: int, extra: dict | None 
     (directory / METADATA_FILE).unlink(missing_ok=True)
     leaves = jax.tree.leaves(state)
     checkpointer = ocp.StandardCheckpointer()
-    checkpointer.save(directory / STATE_DIR, {f"{i:05d}": leaf for i, leaf in enumerate(leaves)}, force=True)
+    # Orbax refuses empty arrays; their shape and dtype in the metadata are all they hold.
+    stored = {f"{i:05d}": leaf for i, leaf in enumerate(leaves) if np.size(leaf)}
+    checkpointer.save(directory / STATE_DIR, stored, force=True)
     checkpointer.wait_until_finished()
     checkpointer.close()
     metadata = {
@@ -100,7 +102,7 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
         raise CheckpointError(f"{directory} does not fit this state: {_describe_difference(metadata['leaves'], expected)}")
     leaves, treedef = jax.tree.flatten(target)
     abstract = {
-        f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves)
+        f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves) if np.size(leaf)
     }
     try:
         checkpointer = ocp.StandardCheckpointer()
@@ -108,7 +110,9 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
         checkpointer.close()
     except Exception as exc:  # orbax raises many kinds for damaged files
         raise CheckpointError(f"{directory} could not be read; its files are damaged or incomplete ({type(exc).__name__}: {exc})") from None
-    return jax.tree.unflatten(treedef, [restored[f"{i:05d}"] for i in range(len(leaves))]), metadata
+    values = [restored[f"{i:05d}"] if np.size(leaf) else np.zeros(np.shape(leaf), leaf.dtype)
+              for i, leaf in enumerate(leaves)]
+    return jax.tree.unflatten(treedef, values), metadata
 
 
 def _jsonable(settings: dict) -> dict:

@@ -3,8 +3,8 @@
 In the graph, `make_evaluate` runs `episodes` envs with the deterministic policy until all are
 done (at most the time limit), on whatever task it is given. On the host, `summarize` turns the
 fixed-shape rows of one call (`[num_seeds, updates]` per key) into plain floats for a result:
-the latest evaluation's mean, spread and per-seed values, the call's mean losses, and the task
-and learning rate at the end of the call.
+the latest evaluation's mean, spread and per-seed values, the agent's metrics, the task at the
+end of the call, and whether anything stopped being finite.
 """
 
 from __future__ import annotations
@@ -51,17 +51,21 @@ def make_evaluate(agent, env: EpisodeWrapper, episodes: int, per_episode: bool =
     return evaluate
 
 
-def no_evaluation() -> dict[str, jax.Array]:
-    return {k: jnp.full((), jnp.nan, jnp.float32) for k in EVAL_KEYS}
-
-
 def _nanmean(x) -> float:
     x = np.asarray(x, np.float64)
     return float(np.mean(x[~np.isnan(x)])) if np.any(~np.isnan(x)) else math.nan
 
 
-def summarize(rows: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """Plain floats under stable keys: the same keys every call, NaN where there is nothing."""
+LOOP_PREFIXES = ("timestep", "eval/", "task/", "train/", "health/", "per_env/")
+
+
+def summarize(rows: Mapping[str, np.ndarray], latest: tuple[str, ...] = ("lr",)) -> dict[str, float]:
+    """Plain floats under stable keys: the same keys every call, NaN where there is nothing.
+
+    Evaluation values come from the call's last evaluation (mean, spread and per seed); the
+    agent's metrics are averaged over the call, except those in `latest` (the value of a
+    schedule), which are read after the last update.
+    """
     rows = {k: np.asarray(v) for k, v in rows.items()}
     num_seeds = rows["timestep"].shape[0]
     out: dict[str, float] = {"timestep": float(rows["timestep"][0, -1])}
@@ -78,17 +82,38 @@ def summarize(rows: Mapping[str, np.ndarray]) -> dict[str, float]:
             out["eval/return_min"] = float(np.min(per_seed)) if last is not None else math.nan
             for i, v in enumerate(per_seed):
                 out[f"eval/return_seed{i}"] = float(v)
+    if "eval/heldout/return" in rows:
+        num_tasks = rows["eval/heldout/return"].shape[-1]
+        for key, name in (("eval/heldout/return", "return"), ("eval/heldout/success", "success_rate")):
+            per_task = rows[key][:, last] if last is not None else np.full((num_seeds, num_tasks), np.nan)
+            out[f"eval/heldout/{name}_mean"] = _nanmean(per_task)
+            for i in range(num_tasks):
+                out[f"eval/heldout/{i}/{name}"] = _nanmean(per_task[:, i])
 
-    out["lr"] = float(rows["lr"][0, -1])
     for key, value in rows.items():
         if key.startswith("task/"):
             out[f"curriculum/{key}"] = float(value[0, -1])
-        elif key.startswith(("loss/", "grad_norm")):
-            out[key] = _nanmean(value)
+        elif not key.startswith(LOOP_PREFIXES):  # the agent's own metrics
+            out[key] = float(np.mean(value[:, -1])) if key in latest else _nanmean(value)
+
     episodes = rows["train/episodes"].astype(np.float64)
     for name in ("return", "length"):
         per_update = np.nan_to_num(rows[f"train/episode_{name}"].astype(np.float64))
         total = episodes.sum()
         out[f"train/episode_{name}_mean"] = float((per_update * episodes).sum() / total) if total else math.nan
     out["train/episodes"] = float(episodes.sum() / num_seeds)
+    out["train/useful_steps"] = float(rows["train/useful_steps"].astype(np.float64).sum() / num_seeds)
+    out.update(health(rows))
+    return out
+
+
+def health(rows: Mapping[str, np.ndarray]) -> dict[str, float]:
+    """`train/nonfinite` (1.0 when any part of any seed stopped being finite during the call)
+    and, per part, the first timestep where it did (`health/<part>_nonfinite_at`, -1 if never)."""
+    out: dict[str, float] = {}
+    timestep = np.asarray(rows["timestep"])
+    for key in sorted(k for k in rows if k.startswith("health/")):
+        bad = np.asarray(rows[key]) == 0
+        out[f"{key}_nonfinite_at"] = float(timestep[bad].min()) if bad.any() else -1.0
+    out["train/nonfinite"] = float(any(v >= 0 for v in out.values()))
     return out

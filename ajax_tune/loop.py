@@ -1,12 +1,15 @@
-"""The resumable, jitted training loop.
+"""The resumable, jitted, agent-neutral training loop.
 
 `TrainLoop` is built once per configuration. Its `train` function is compiled once, takes the
 state donated, runs exactly `timesteps_per_iteration` env steps for each of `num_seeds` seeds
-(vmapped) and returns the new state with one row per update. The iteration counter in the state
-is absolute, so schedules, evaluation cadence and warm-up continue across calls as if the run
-were one long call: N calls of T steps give the same parameters as one call of N*T steps.
+and returns the new state with fixed-shape rows. The iteration counter in the state is absolute,
+so schedules, evaluation cadence and warm-up continue across calls as if the run were one long
+call: N calls of T steps give the same parameters as one call of N*T steps.
 
-The loop owns collection, evaluation, the rows and resuming; the agent only acts and learns.
+The loop steps the envs, hands the agent what its `transition` asks for, calls its `update`,
+evaluates and writes rows. It knows nothing of any agent's keys. The scan over updates runs
+outside the vmap over seeds: every seed is at the same iteration, so the evaluation cadence (and
+an agent's own conditions on the clock) stay real branches instead of running every update.
 Nothing here knows about Ray.
 """
 
@@ -20,12 +23,14 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax_tune import checkpoint
-from ajax_tune.agents.base import Clock, Rollout
+from ajax_tune import checkpoint, compat
+from ajax_tune.agents.base import Clock
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
-from ajax_tune.evaluation import make_evaluate, no_evaluation
+from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
 from ajax_tune.fields import ConfigError, init_only, static, static_values, traced, validate
+
+RESET_MODES = ("next_step", "unroll_start")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +40,9 @@ class LoopConfig:
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
     eval_episodes: int = static(10, ge=1)
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
+    reset_mode: str = static("next_step", choices=RESET_MODES,
+                             doc="when a finished env starts its next episode: on the very next step, "
+                                 "or frozen (masked) until the next unroll starts")
     seed: int = init_only(0, ge=0)
 
     def __post_init__(self):
@@ -53,15 +61,34 @@ class TrainState:
     env: EnvState  # [num_envs] per seed
     key: jax.Array  # raw uint32 key data
     iteration: jax.Array  # int32 updates done since the run began
+    useful_steps: jax.Array  # int32 env steps that were not masked, since the run began
     eval_task: Task  # the task evaluations run on
+    heldout: Task  # [num_heldout] fixed tasks evaluated beside it
     horizon: jax.Array  # float32 total_timesteps
 
 
+@struct.dataclass
+class CallStats:
+    """Per-env sums over one call."""
+
+    episodes: jax.Array  # [num_envs]
+    return_sum: jax.Array
+    success_sum: jax.Array
+    steps: jax.Array  # useful (unmasked) steps
+    signal_sum: jax.Array  # agent's learning signal, summed over updates where it was defined
+    signal_count: jax.Array
+
+
 class TrainLoop:
-    def __init__(self, env, agent, config: LoopConfig):
+    def __init__(self, env, agent, config: LoopConfig, num_heldout: int = 0):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent = agent
         self.config = config
+        self.num_heldout = int(num_heldout)
+        if config.reset_mode not in agent.reset_modes:
+            raise ConfigError(
+                f"train.reset_mode {config.reset_mode!r} does not suit agent {type(agent).__name__}: "
+                f"it learns from {list(agent.reset_modes)}")
         self.venv = VecEnv(self.env, agent.num_envs)
         self.steps_per_update = agent.num_envs * agent.unroll_length
         budget = config.timesteps_per_iteration
@@ -74,13 +101,12 @@ class TrainLoop:
                 f"{lower + self.steps_per_update}"
             )
         self.updates_per_call = budget // self.steps_per_update
-        self.device = jax.devices()[0]
         self._evaluate = make_evaluate(agent, self.env, config.eval_episodes)
         self.traces = 0
         # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
         # deadlock in LAPACK's batched QR, which a vmapped orthogonal initialiser produces.
         self._init = jax.jit(lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys))
-        self._train = jax.jit(jax.vmap(self._train_one), donate_argnums=0)
+        self._train = jax.jit(self._train_all, donate_argnums=0)
 
     # -- identity ------------------------------------------------------------------------
 
@@ -98,6 +124,7 @@ class TrainLoop:
             "agent": type(self.agent).__name__,
             **{f"agent.{k}": v for k, v in static_values(self.agent.config).items()},
             "num_seeds": self.config.num_seeds,
+            "num_heldout": self.num_heldout,
         }
 
     @property
@@ -105,12 +132,25 @@ class TrainLoop:
         """Programs compiled for `train` so far: 1 unless something forced a recompilation.
 
         Counted from jit's own cache, which also sees recompilations without a retrace (an
-        argument with another placement); falls back to counting traces."""
-        cache_size = getattr(self._train, "_cache_size", None)
-        return max(self.traces, cache_size()) if callable(cache_size) else self.traces
+        argument with another placement), and never fewer than the traces."""
+        return max(self.traces, compat.jit_cache_size(self._train))
+
+    @property
+    def device(self):
+        """Where states live: JAX's default device. Looked up on first use, not when the loop is
+        built, so that validating a config never starts JAX's backends (a driver that has
+        started them warns at every fork Ray makes)."""
+        return jax.devices()[0]
 
     def timestep(self, state: TrainState) -> int:
         return int(np.asarray(state.iteration).reshape(-1)[0]) * self.steps_per_update
+
+    def useful_steps(self, state: TrainState) -> float:
+        """Unmasked env steps per seed since the run began (the mean over seeds)."""
+        return float(np.mean(np.asarray(state.useful_steps, np.float64)))
+
+    def summarize(self, rows) -> dict[str, float]:
+        return summarize(rows, latest=self.agent.latest_metrics)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -122,16 +162,19 @@ class TrainLoop:
 
     def _init_one(self, key, task) -> TrainState:
         k_agent, k_env, k_loop = jax.random.split(key, 3)
+        heldout = {k: jnp.broadcast_to(v, (self.num_heldout, *v.shape)) for k, v in task.items()} if self.num_heldout else {}
         state = TrainState(
             agent=self.agent.init(k_agent),
             env=self.venv.reset(k_env, task),
             key=k_loop,
             iteration=jnp.zeros((), jnp.int32),
+            useful_steps=jnp.zeros((), jnp.int32),
             eval_task=task,
+            heldout=heldout,
             horizon=jnp.asarray(self.config.total_timesteps, jnp.float32),
         )
-        # Weak types (from Python scalars such as brax's std_eps) would not survive a
-        # checkpoint, and a restored state would then retrace; make every leaf strongly typed.
+        # Weak types (from Python scalars) would not survive a checkpoint, and a restored state
+        # would then retrace; make every leaf strongly typed.
         return jax.tree.map(lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), state)
 
     def set_task(self, state: TrainState, task: Mapping, eval_task: Mapping | None = None) -> TrainState:
@@ -152,6 +195,18 @@ class TrainLoop:
             env=set_one(state.env, task_to_jax(new)),
             eval_task={k: jnp.broadcast_to(jnp.asarray(v), (num_seeds, *v.shape)) for k, v in eval_new.items()},
         )
+
+    def set_heldout(self, state: TrainState, tasks: Mapping) -> TrainState:
+        """The fixed tasks evaluated beside the current one: each field with a leading axis of
+        `num_heldout` (validated like any per-env task batch)."""
+        if not self.num_heldout:
+            raise ConfigError("this loop was built without held-out tasks (num_heldout=0)")
+        batch = self.env.validate_task(tasks, num_envs=self.num_heldout)
+        for name, value in batch.items():
+            if value.shape[:1] != (self.num_heldout,):
+                batch[name] = np.broadcast_to(value, (self.num_heldout, *value.shape))
+        seeds = self.config.num_seeds
+        return state.replace(heldout={k: jnp.broadcast_to(jnp.asarray(v), (seeds, *v.shape)) for k, v in batch.items()})
 
     def get_task(self, state: TrainState, per_env: bool = False) -> dict[str, np.ndarray]:
         """The evaluation task (or each env's task) of seed 0, as numpy arrays."""
@@ -184,73 +239,144 @@ class TrainLoop:
     def train(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
         """One call: `timesteps_per_iteration` env steps per seed. `state` is donated.
 
+        Returns the new state and the call's rows: per-update values shaped `[seeds, updates]`
+        (`[seeds, updates, num_heldout]` for `eval/heldout/*`; `health/<part>` is 1 while that
+        part of the agent is finite), and per-env sums over the call under `per_env/*`, shaped
+        `[seeds, num_envs]`.
+
         Every state is committed to the loop's device first (free when it already is), so a
         state fresh from `init`, restored from a checkpoint or edited on the host all match
         the one compiled program."""
         return self._train(jax.device_put(state, self.device))
 
-    def _train_one(self, state: TrainState):
+    def _train_all(self, state: TrainState):
         self.traces += 1  # runs only while tracing
-        return jax.lax.scan(self._update, state, None, length=self.updates_per_call)
+        stats = jax.vmap(lambda _: self._empty_stats())(state.iteration)
+        (state, stats), rows = jax.lax.scan(self._update, (state, stats), None, length=self.updates_per_call)
+        rows = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), rows)  # [updates, seeds] -> [seeds, updates]
+        rows.update({
+            "per_env/episodes": stats.episodes,
+            "per_env/return_sum": stats.return_sum,
+            "per_env/success_sum": stats.success_sum if self.env.has_success else jnp.full_like(stats.success_sum, jnp.nan),
+            "per_env/steps": stats.steps,
+            "per_env/learning_signal": stats.signal_sum / jnp.where(stats.signal_count > 0, stats.signal_count, jnp.nan),
+            **{f"per_env/task/{k}": v for k, v in state.env.task.items()},
+        })
+        return state, rows
 
-    def _update(self, state: TrainState, _):
-        key, k_reset, k_roll, k_update, k_eval = jax.random.split(state.key, 5)
-        clock = Clock(
-            timestep=(state.iteration * self.steps_per_update).astype(jnp.float32),
-            horizon=state.horizon,
-        )
-        env_state = self.venv.reset_done(state.env, k_reset)
-        env_state, rollout, episodes = self._collect(state.agent, env_state, k_roll)
-        agent_state, metrics = self.agent.update(state.agent, rollout, k_update, clock)
+    def _empty_stats(self) -> CallStats:
+        zeros = jnp.zeros((self.venv.num_envs,), jnp.float32)
+        return CallStats(episodes=zeros, return_sum=zeros, success_sum=zeros, steps=zeros,
+                         signal_sum=zeros, signal_count=zeros)
 
-        iteration = state.iteration + 1
-        timestep = iteration * self.steps_per_update
+    def _update(self, carry, _):
+        state, stats = carry
+        # Every seed is at the same iteration: the clock and the evaluation cadence are not
+        # batched, so conditions on them are real branches.
+        iteration = state.iteration[0]
+        clock = Clock(timestep=(iteration * self.steps_per_update).astype(jnp.float32), horizon=state.horizon[0])
+        keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
+        agent_state, env_state, row, stats = jax.vmap(self._learn, in_axes=(0, 0, 0, 0, None))(
+            state.agent, state.env, keys[:, 1], stats, clock)
+
+        timestep = (iteration + 1) * self.steps_per_update
         interval = self.config.eval_interval
         due = timestep // interval > (timestep - self.steps_per_update) // interval
         evaluation = jax.lax.cond(
-            due, lambda: self._evaluate(agent_state, state.eval_task, k_eval), no_evaluation)
+            due, lambda: self._evaluate_all(agent_state, state.eval_task, state.heldout, keys[:, 2]), self._no_evaluation)
         row = {
-            "timestep": timestep,
-            "eval/timestep": jnp.where(due, timestep, -1),
+            "timestep": jnp.broadcast_to(timestep, state.iteration.shape),
+            "eval/timestep": jnp.broadcast_to(jnp.where(due, timestep, -1), state.iteration.shape),
             **evaluation,
             **{f"task/{k}": v.astype(jnp.float32) for k, v in _flat_task(state.eval_task).items()},
-            **metrics,
-            **episodes,
+            **row,
         }
-        new_state = state.replace(agent=agent_state, env=env_state, key=key, iteration=iteration)
-        return new_state, row
+        new_state = state.replace(
+            agent=agent_state, env=env_state, key=keys[:, 0], iteration=state.iteration + 1,
+            useful_steps=state.useful_steps + row["train/useful_steps"].astype(jnp.int32))
+        return (new_state, stats), row
+
+    def _learn(self, agent_state, env_state: EnvState, key, stats: CallStats, clock: Clock):
+        """One seed: restart finished envs, collect an unroll, let the agent learn from it."""
+        k_reset, k_roll, k_update = jax.random.split(key, 3)
+        env_state = self.venv.reset_done(env_state, k_reset)
+        env_state, transitions, episodes = self._collect(agent_state, env_state, k_roll)
+        agent_state, metrics, signal = self.agent.update(agent_state, transitions, k_update, clock)
+        health = self.agent.health(agent_state, metrics)
+        defined = ~jnp.isnan(signal)
+        stats = stats.replace(
+            episodes=stats.episodes + episodes["count"],
+            return_sum=stats.return_sum + episodes["return_sum"],
+            success_sum=stats.success_sum + episodes["success_sum"],
+            steps=stats.steps + episodes["steps"],
+            signal_sum=stats.signal_sum + jnp.where(defined, signal, 0.0),
+            signal_count=stats.signal_count + defined,
+        )
+        count = jnp.sum(episodes["count"])
+        per_episode = lambda total: jnp.where(count > 0, total / jnp.maximum(count, 1.0), jnp.nan)  # noqa: E731
+        row = {
+            "train/episode_return": per_episode(jnp.sum(episodes["return_sum"])),
+            "train/episode_length": per_episode(jnp.sum(episodes["length_sum"])),
+            "train/episodes": count,
+            "train/useful_steps": jnp.sum(episodes["steps"]),
+            **{f"health/{k}": v.astype(jnp.float32) for k, v in health.items()},
+            **metrics,
+        }
+        return agent_state, env_state, row, stats
 
     def _collect(self, agent_state, env_state: EnvState, key):
+        """`unroll_length` lock-step steps of every env; per-env episode sums of the unroll."""
+        next_step = self.config.reset_mode == "next_step"
+        has_success = self.env.has_success
+
         def step(env_state, k):
-            k_act, k_env = jax.random.split(k)
+            k_act, k_env, k_reset = jax.random.split(k, 3)
             action, extras = self.agent.act(agent_state, env_state.obs, k_act)
             nxt = self.venv.step(env_state, action, k_env)
-            transition = (
-                env_state.obs, extras["raw_action"], extras["log_prob"], nxt.reward,
-                nxt.terminated, nxt.truncated, nxt.episode.post_done,
-            )
-            ended = nxt.terminated | nxt.truncated
-            return nxt, (transition, ended, nxt.episode.ret, nxt.episode.step)
+            transition = self.agent.transition(env_state.obs, action, extras, nxt)
+            ended = (nxt.terminated | nxt.truncated).astype(jnp.float32)
+            success = nxt.info["success"].astype(jnp.float32) if has_success else jnp.zeros_like(ended)
+            out = (transition, ended, nxt.episode.ret, nxt.episode.step.astype(jnp.float32), success,
+                   (~nxt.episode.post_done).astype(jnp.float32))
+            if next_step:  # the next episode starts now; the transition kept the real final obs
+                nxt = self.venv.reset_done(nxt, k_reset)
+            return nxt, out
 
         keys = jax.random.split(key, self.agent.unroll_length)
-        env_state, (transition, ended, ret, length) = jax.lax.scan(step, env_state, keys)
-        rollout = Rollout(*transition, last_obs=env_state.obs)
-        count = jnp.sum(ended)
-        per_episode = lambda x: jnp.where(count > 0, jnp.sum(x * ended) / jnp.maximum(count, 1), jnp.nan)
+        env_state, (transitions, ended, ret, length, success, valid) = jax.lax.scan(step, env_state, keys)
         episodes = {
-            "train/episode_return": per_episode(ret),
-            "train/episode_length": per_episode(length.astype(jnp.float32)),
-            "train/episodes": count.astype(jnp.float32),
+            "count": jnp.sum(ended, axis=0),
+            "return_sum": jnp.sum(ret * ended, axis=0),
+            "length_sum": jnp.sum(length * ended, axis=0),
+            "success_sum": jnp.sum(success * ended, axis=0),
+            "steps": jnp.sum(valid, axis=0),
         }
-        return env_state, rollout, episodes
+        return env_state, transitions, episodes
+
+    def _evaluate_all(self, agent_state, eval_task, heldout, keys) -> dict[str, jax.Array]:
+        out = jax.vmap(self._evaluate)(agent_state, eval_task, keys)
+        if self.num_heldout:
+            per_task = jax.vmap(jax.vmap(self._evaluate, in_axes=(None, 0, None)))(
+                agent_state, heldout, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys))
+            out.update({f"eval/heldout/{k.split('/')[-1]}": v for k, v in per_task.items()})
+        return out
+
+    def _no_evaluation(self) -> dict[str, jax.Array]:
+        seeds = self.config.num_seeds
+        out = {k: jnp.full((seeds,), jnp.nan, jnp.float32) for k in EVAL_KEYS}
+        if self.num_heldout:
+            out.update({f"eval/heldout/{k.split('/')[-1]}": jnp.full((seeds, self.num_heldout), jnp.nan, jnp.float32)
+                        for k in EVAL_KEYS})
+        return out
 
 
 def _flat_task(task: Task) -> dict[str, jax.Array]:
+    """Per seed: scalar fields as they are, array fields one key per element."""
     flat = {}
     for name, value in task.items():
-        if value.ndim == 0:
+        if value.ndim == 1:
             flat[name] = value
         else:
-            for i, v in enumerate(value.reshape(-1)):
-                flat[f"{name}_{i}"] = v
+            for i in range(int(np.prod(value.shape[1:]))):
+                flat[f"{name}_{i}"] = value.reshape(value.shape[0], -1)[:, i]
     return flat

@@ -24,7 +24,7 @@ from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import flatten_task, task_to_jax
 from ajax_tune.errors import TaskError
-from ajax_tune.evaluation import make_evaluate, summarize
+from ajax_tune.evaluation import make_evaluate
 from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
 from ajax_tune.samplers import TaskSampler, make_sampler
@@ -112,10 +112,12 @@ class Runner:
         elapsed = time.perf_counter() - start
         self.iteration += 1
         budget = self.config.train.timesteps_per_iteration
-        result = summarize(rows)
+        result = self.loop.summarize(rows)
+        self.env_stats = {k: v for k, v in rows.items() if k.startswith("per_env/")}
         result.update({
             "timesteps_this_iter": budget,
             "env_steps": self.loop.timestep(self.state),
+            "useful_env_steps": self.loop.useful_steps(self.state),
             "perf/call_s": elapsed,
             "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
             "perf/compilations": self.retired_compilations + self.loop.compilations,
@@ -278,6 +280,9 @@ def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
     wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
     agent = make_agent(cfg.agent_name, cfg.agent, env.observation_space, env.action_space)
+    check_run = getattr(agent, "check_run", None)
+    if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
+        check_run(cfg.train)
     return wrapped, TrainLoop(wrapped, agent, cfg.train)
 
 

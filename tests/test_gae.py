@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from ajax_tune.agents.distributions import CategoricalDistribution
+from ajax_tune.agents.distributions import Categorical
 from ajax_tune.agents.ppo.losses import gae, ppo_loss
 
 GAMMA, LAM = 0.9, 0.8
@@ -46,7 +46,7 @@ def test_post_done_steps_do_not_leak_into_real_steps():
 
 
 def test_loss_ignores_masked_transitions():
-    dist = CategoricalDistribution(2)
+    dist = Categorical(2)
     policy = lambda p, obs: obs @ p["w"]
     value = lambda p, obs: obs @ p["v"]
     params = {"policy": {"w": jnp.array([[0.3, -0.2], [0.1, 0.4]])}, "value": {"v": jnp.array([0.5, -1.0])}}

@@ -15,8 +15,19 @@ UNROLL = 8 * 16  # env steps per update in corridor_loop
 LR = Schedule(kind="warmup_cosine", peak=1e-3, warmup_fraction=0.2, end_fraction=0.1)
 
 
+def per_update(rows):
+    return {k: v for k, v in rows.items() if not k.startswith("per_env/")}
+
+
 def concat_rows(rows_list):
-    return {k: np.concatenate([np.asarray(r[k]) for r in rows_list], axis=1) for k in rows_list[0]}
+    """Per-update rows of consecutive calls, as one call would have written them."""
+    return {k: np.concatenate([np.asarray(r[k]) for r in rows_list], axis=1) for k in per_update(rows_list[0])}
+
+
+def assert_per_env_sums_add_up(rows_list, one_call):
+    for key in ("per_env/episodes", "per_env/return_sum", "per_env/steps"):
+        np.testing.assert_allclose(sum(np.asarray(r[key]) for r in rows_list), one_call[key], rtol=1e-6)
+    np.testing.assert_array_equal(rows_list[-1]["per_env/task/length"], one_call["per_env/task/length"])
 
 
 def test_split_runs_are_bit_identical(tmp_path):
@@ -33,7 +44,8 @@ def test_split_runs_are_bit_identical(tmp_path):
         state, rows = short.train(state)
         split_rows.append(host(rows))
     assert_trees_equal(state, one_call[0])
-    assert_trees_equal(concat_rows(split_rows), one_call[1])
+    assert_trees_equal(concat_rows(split_rows), per_update(one_call[1]))
+    assert_per_env_sums_add_up(split_rows, one_call[1])
 
     restored_rows = []
     for i in range(4):
@@ -48,7 +60,7 @@ def test_split_runs_are_bit_identical(tmp_path):
         restored_rows.append(host(rows))
         loop.save(tmp_path / f"ckpt{i}", state, extra={"call": i})
     assert_trees_equal(state, one_call[0])
-    assert_trees_equal(concat_rows(restored_rows), one_call[1])
+    assert_trees_equal(concat_rows(restored_rows), per_update(one_call[1]))
 
     # evaluation cadence is absolute: every 3 updates of the whole run, whatever the split
     eval_steps = one_call[1]["eval/timestep"][0]
@@ -102,7 +114,8 @@ def test_rows_have_fixed_shape_and_mark_missing_evaluations():
     state, first = loop.train(state)
     state, second = loop.train(state)
     for rows in (first, second):
-        assert {v.shape for v in jax.tree.leaves(rows)} == {(2, 3)}
+        assert {np.shape(v) for v in per_update(rows).values()} == {(2, 3)}
+        assert {np.shape(v) for k, v in rows.items() if k.startswith("per_env/")} == {(2, 8)}
     steps = np.concatenate([first["eval/timestep"][0], second["eval/timestep"][0]]).tolist()
     assert steps == [-1, 2 * UNROLL, -1, 4 * UNROLL, -1, 6 * UNROLL]
     ret = np.concatenate([first["eval/return"][0], second["eval/return"][0]])

@@ -8,6 +8,7 @@ import json
 import math
 import pathlib
 import struct
+import time
 
 import pytest
 from helpers import corridor_config
@@ -24,12 +25,24 @@ LEVELS = {"length": [4, 8, 12, 16]}
 BLOCK, HEADER = 32768, 7
 
 
-def read_offline_run(run_dir: pathlib.Path) -> tuple[dict, list[dict], list]:
-    """(config, history rows, metric definitions) of one offline run directory."""
+def read_offline_run(run_dir: pathlib.Path, timeout: float = 60.0) -> tuple[dict, list[dict], list]:
+    """(config, history rows, metric definitions) of one offline run directory.
+
+    wandb's core process may still be writing when `finish()` has returned: read again until
+    the run's exit record is there."""
+    deadline = time.monotonic() + timeout
+    while True:
+        config, rows, metrics, finished = _decode_run(run_dir)
+        if finished or time.monotonic() > deadline:
+            return config, rows, metrics
+        time.sleep(0.2)
+
+
+def _decode_run(run_dir: pathlib.Path):
     (path,) = run_dir.glob("*.wandb")
     data = path.read_bytes()
     assert data[:4] == b":W&B", f"{path} is not a W&B run file"
-    config, rows, metrics, pos, chunk = {}, [], [], HEADER, b""
+    config, rows, metrics, pos, chunk, finished = {}, [], [], HEADER, b"", False
     while pos + HEADER <= len(data):
         if BLOCK - pos % BLOCK < HEADER:  # a block's zero-padded tail
             pos += BLOCK - pos % BLOCK
@@ -49,7 +62,9 @@ def read_offline_run(run_dir: pathlib.Path) -> tuple[dict, list[dict], list]:
             rows.append({u.key or "/".join(u.nested_key): json.loads(u.value_json) for u in record.history.item})
         elif which == "metric":
             metrics.append(record.metric)
-    return config, rows, metrics
+        elif which == "exit":
+            finished = True
+    return config, rows, metrics, finished
 
 
 def same(a, b) -> bool:

@@ -1,6 +1,6 @@
 """Agents: each supplies init, act and update; the training loop owns everything else."""
 
-from ajax_tune.agents.base import Agent, Clock, Rollout
+from ajax_tune.agents.base import Agent, Clock
 from ajax_tune.agents.ppo import PPO, PPOConfig
 
 AGENTS = {"ppo": (PPO, PPOConfig)}
@@ -11,4 +11,4 @@ def make_agent(name: str, config, observation_space, action_space):
     return agent_cls(config, observation_space, action_space)
 
 
-__all__ = ["AGENTS", "Agent", "Clock", "PPO", "PPOConfig", "Rollout", "make_agent"]
+__all__ = ["AGENTS", "Agent", "Clock", "PPO", "PPOConfig", "make_agent"]

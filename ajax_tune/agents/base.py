@@ -1,4 +1,10 @@
-"""What the training loop needs from an agent, and the data it hands over."""
+"""What the training loop asks of an agent, and what it hands over.
+
+The loop is agent-neutral: it steps the envs, evaluates and writes rows. An agent decides what
+one env step stores (`transition`), how it learns from a batch of them (`update`), and what it
+reports. PPO learns from the fresh unroll directly; SAC and DQN put it into a replay buffer in
+their own state and sample from that.
+"""
 
 from __future__ import annotations
 
@@ -8,54 +14,62 @@ import gymnasium
 import jax
 from flax import struct
 
-
-@struct.dataclass
-class Rollout:
-    """One unroll of `T` lock-step transitions from `N` envs (arrays shaped `[T, N, ...]`).
-
-    `obs[t]` is the observation the action was chosen from; its successor is `obs[t + 1]`, or
-    `last_obs` after the final step. Because envs reset only between unrolls, a successor is
-    always the true next observation, also after a truncation.
-    """
-
-    obs: jax.Array
-    action: jax.Array  # as the policy sampled it (before squashing to the env's range)
-    log_prob: jax.Array
-    reward: jax.Array
-    terminated: jax.Array
-    truncated: jax.Array
-    post_done: jax.Array  # transitions after the episode ended: no information, masked
-    last_obs: jax.Array  # [N, ...]
+from ajax_tune.envs.base import EnvState
 
 
 @struct.dataclass
 class Clock:
     """Where an update sits in the run: progress drives every schedule."""
 
-    timestep: jax.Array  # absolute env steps before this update, float32
+    timestep: jax.Array  # absolute env steps per seed before this update, float32
     horizon: jax.Array  # the run's total_timesteps, float32
 
 
 class Agent(Protocol):
     """An agent owns its parameters and how to improve them; the loop owns everything else.
 
-    `init` builds the agent's state (parameters, optimiser, normalisers, traced
-    hyperparameters). `act` is the policy; `update` learns from one rollout.
+    Collection shape: every update, the loop steps `num_envs` envs for `unroll_length` steps and
+    hands the agent the `[unroll_length, num_envs]` batch of what `transition` returned.
     """
 
     config: Any
     num_envs: int
     unroll_length: int
+    #: the loop's reset modes this agent can learn from ("unroll_start" leaves finished envs
+    #: frozen until the next unroll, so its batches hold masked post-done steps).
+    reset_modes: tuple[str, ...]
+    #: metrics that describe a setting rather than an average (a schedule's value): results
+    #: report their value after the call's last update instead of the call's mean.
+    latest_metrics: tuple[str, ...]
 
-    def init(self, key: jax.Array) -> Any: ...
+    def init(self, key: jax.Array) -> Any:
+        """The agent's whole state: parameters, optimiser, normalisers, buffers, traced
+        hyperparameters."""
 
-    def act(self, state: Any, obs: jax.Array, key: jax.Array, deterministic: bool = False) -> tuple[jax.Array, dict]: ...
+    def act(self, state: Any, obs: jax.Array, key: jax.Array, deterministic: bool = False) -> tuple[jax.Array, dict]:
+        """Actions for a batch of observations, in the env's action space, and whatever the
+        agent wants to remember about choosing them (log-probabilities, raw samples)."""
 
-    def update(self, state: Any, rollout: Rollout, key: jax.Array, clock: Clock) -> tuple[Any, dict]: ...
+    def transition(self, obs: jax.Array, action: jax.Array, extras: dict, next_state: EnvState) -> Any:
+        """What one step stores. `next_state` is the state the step produced, before any
+        reset: its `obs` is the true successor (the real final observation on a truncation),
+        and `episode.post_done` marks a step taken by an env that had already finished."""
 
-    def with_hparams(self, state: Any, config: Any) -> Any: ...
+    def update(self, state: Any, transitions: Any, key: jax.Array, clock: Clock) -> tuple[Any, dict, jax.Array]:
+        """Learn from `[unroll_length, num_envs]` transitions.
 
-    def learning_rate(self, state: Any, clock: Clock) -> jax.Array: ...
+        Returns the new state, scalar metrics (the same keys every update), and a per-env
+        learning signal `[num_envs]` for task samplers (NaN where the agent has none)."""
+
+    def health(self, state: Any, metrics: dict) -> dict[str, jax.Array]:
+        """Named booleans, true while that part is finite (parameters, optimiser state, losses).
+        Checked after every update; keep it to the cheap parts (not a replay buffer)."""
+
+    def with_hparams(self, state: Any, config: Any) -> Any:
+        """The same state under new traced hyperparameters (static ones must not differ)."""
+
+    # Optional: `check_run(train_config)` raises ConfigError for settings that only make sense
+    # against the run (the Runner calls it before building the loop).
 
 
 def action_scale(space: gymnasium.spaces.Space):

@@ -1,9 +1,8 @@
 """Proximal policy optimisation for discrete and continuous actions.
 
-The agent supplies `init`, `act` and `update`; the training loop collects rollouts and calls
-them. Traced hyperparameters live in `PPOState.hp` as arrays, so Tune can change them between
-calls; the learning rate, gradient clipping and coefficients are therefore applied by hand
-rather than baked into an optax chain.
+PPO learns from the fresh unroll itself: `transition` keeps what the clipped objective needs
+(the sampled action before squashing and its log-probability) and what GAE needs (reward, the
+two ways an episode ends, the true successor observation, and whether the step was real).
 """
 
 from __future__ import annotations
@@ -13,30 +12,44 @@ from typing import Any
 import gymnasium
 import jax
 import jax.numpy as jnp
-import optax
-from brax.training.acme import running_statistics
 from flax import struct
 
 from ajax_tune.agents import distributions
-from ajax_tune.agents.base import Clock, Rollout, action_scale
+from ajax_tune.agents.base import Clock, action_scale
+from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, replace_hparams, scheduled
 from ajax_tune.agents.networks import MLP
+from ajax_tune.agents.normalization import ObsNormalizer, RunningStats
 from ajax_tune.agents.ppo.config import PPOConfig
 from ajax_tune.agents.ppo.losses import gae, ppo_loss
-from ajax_tune.fields import traced_values
-from ajax_tune.schedules import learning_rate
+from ajax_tune.envs.base import EnvState
 
 
 @struct.dataclass
 class PPOState:
     params: dict
     opt_state: Any
-    obs_norm: running_statistics.RunningStatisticsState
-    return_norm: running_statistics.RunningStatisticsState
+    obs_norm: RunningStats
+    return_norm: RunningStats
     return_acc: jax.Array  # [num_envs] discounted return so far, for reward scaling
     hp: dict  # traced hyperparameters
 
 
+@struct.dataclass
+class PPOTransition:
+    obs: jax.Array
+    action: jax.Array  # as the policy sampled it (before squashing to the env's range)
+    log_prob: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    valid: jax.Array  # false for steps of an env whose episode had already ended
+    next_obs: jax.Array  # the true successor, also when the env is reset right after
+
+
 class PPO:
+    reset_modes = ("next_step", "unroll_start")
+    latest_metrics = ("lr",)
+
     def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
         self.config = config
         self.num_envs = config.num_envs
@@ -46,59 +59,55 @@ class PPO:
         self.to_env = action_scale(action_space)
         self.policy = MLP(config.hidden_sizes, self.dist.param_size, config.activation, out_scale=0.01)
         self.value = MLP(config.hidden_sizes, 1, config.activation, out_scale=1.0)
-        self.optimizer = optax.scale_by_adam(eps=1e-5)
+        self.optimizer = Optimizer(eps=1e-5)
+        self.obs_norm = ObsNormalizer(self.obs_shape, config.normalize_observations)
+        self.return_norm = ObsNormalizer((), config.normalize_rewards)
 
     # -- state ---------------------------------------------------------------------------
 
     def init(self, key: jax.Array) -> PPOState:
         k_policy, k_value = jax.random.split(key)
         dummy = jnp.zeros((1, *self.obs_shape), jnp.float32)
-        params = {
-            "policy": self.policy.init(k_policy, dummy),
-            "value": self.value.init(k_value, dummy),
-        }
+        params = {"policy": self.policy.init(k_policy, dummy), "value": self.value.init(k_value, dummy)}
         return PPOState(
             params=params,
             opt_state=self.optimizer.init(params),
-            obs_norm=running_statistics.init_state(jnp.zeros(self.obs_shape, jnp.float32)),
-            return_norm=running_statistics.init_state(jnp.zeros((), jnp.float32)),
+            obs_norm=self.obs_norm.init(),
+            return_norm=self.return_norm.init(),
             return_acc=jnp.zeros((self.num_envs,), jnp.float32),
-            hp=traced_values(self.config),
+            hp=init_hparams(self.config),
         )
 
     def with_hparams(self, state: PPOState, config: PPOConfig) -> PPOState:
-        """The same state under new traced hyperparameters (static ones must not differ)."""
-        hp = jax.tree.map(lambda old, new: jnp.broadcast_to(new, jnp.shape(old)).astype(old.dtype),
-                          state.hp, traced_values(config))
-        return state.replace(hp=hp)
+        return state.replace(hp=replace_hparams(state.hp, config))
 
-    def learning_rate(self, state: PPOState, clock: Clock) -> jax.Array:
-        return learning_rate(state.hp["lr"], clock.timestep, clock.horizon)
+    def health(self, state: PPOState, metrics: dict) -> dict[str, jax.Array]:
+        return {"params": all_finite(state.params), "opt_state": all_finite(state.opt_state),
+                "loss": all_finite(metrics)}
 
     # -- acting --------------------------------------------------------------------------
-
-    def _normalize(self, state: PPOState, obs):
-        if not self.config.normalize_observations:
-            return obs
-        return running_statistics.normalize(obs, state.obs_norm)
-
-    def _policy(self, params, obs):
-        return self.policy.apply(params, obs)
 
     def _value(self, params, obs):
         return self.value.apply(params, obs)[..., 0]
 
     def act(self, state: PPOState, obs, key, deterministic: bool = False):
-        logits = self._policy(state.params["policy"], self._normalize(state, obs))
+        logits = self.policy.apply(state.params["policy"], self.obs_norm(state.obs_norm, obs))
         if deterministic:
             return self.to_env(self.dist.mode(logits)), {}
         raw = self.dist.sample_no_postprocessing(logits, key)
         extras = {"raw_action": raw, "log_prob": self.dist.log_prob(logits, raw)}
         return self.to_env(self.dist.postprocess(raw)), extras
 
+    def transition(self, obs, action, extras, next_state: EnvState) -> PPOTransition:
+        return PPOTransition(
+            obs=obs, action=extras["raw_action"], log_prob=extras["log_prob"], reward=next_state.reward,
+            terminated=next_state.terminated, truncated=next_state.truncated,
+            valid=~next_state.episode.post_done, next_obs=next_state.obs,
+        )
+
     # -- learning ------------------------------------------------------------------------
 
-    def _scale_rewards(self, state: PPOState, rollout: Rollout, mask):
+    def _scale_rewards(self, state: PPOState, batch: PPOTransition, mask):
         gamma = state.hp["gamma"]
 
         def accumulate(acc, xs):
@@ -106,55 +115,52 @@ class PPO:
             acc = acc * gamma + reward
             return jnp.where(done, 0.0, acc), acc
 
-        done = rollout.terminated | rollout.truncated
-        return_acc, returns = jax.lax.scan(accumulate, state.return_acc, (rollout.reward, done))
-        return_norm = running_statistics.update(state.return_norm, returns.reshape(-1), weights=mask.reshape(-1))
-        return rollout.reward / (return_norm.std + 1e-8), return_acc, return_norm
+        done = batch.terminated | batch.truncated
+        return_acc, returns = jax.lax.scan(accumulate, state.return_acc, (batch.reward, done))
+        return_norm = self.return_norm.update(state.return_norm, returns, mask)
+        return batch.reward / (return_norm.std + 1e-8), return_acc, return_norm
 
-    def update(self, state: PPOState, rollout: Rollout, key, clock: Clock):
+    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock):
         cfg, hp = self.config, state.hp
-        mask = (~rollout.post_done).astype(jnp.float32)
-        if cfg.normalize_observations:
-            flat_obs = rollout.obs.reshape(-1, *self.obs_shape)
-            state = state.replace(obs_norm=running_statistics.update(state.obs_norm, flat_obs, weights=mask.reshape(-1)))
-        reward = rollout.reward
+        mask = batch.valid.astype(jnp.float32)
+        state = state.replace(obs_norm=self.obs_norm.update(state.obs_norm, batch.obs, mask))
+        reward = batch.reward
         if cfg.normalize_rewards:
-            reward, return_acc, return_norm = self._scale_rewards(state, rollout, mask)
+            reward, return_acc, return_norm = self._scale_rewards(state, batch, mask)
             state = state.replace(return_acc=return_acc, return_norm=return_norm)
 
-        obs = self._normalize(state, rollout.obs)
-        values = self._value(state.params["value"], jnp.concatenate([obs, self._normalize(state, rollout.last_obs)[None]]))
-        advantage, target = gae(reward, values[:-1], values[1:], rollout.terminated, rollout.truncated,
+        obs = self.obs_norm(state.obs_norm, batch.obs)
+        value = self._value(state.params["value"], obs)
+        next_value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.next_obs))
+        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated,
                                 hp["gamma"], hp["gae_lambda"])
-        batch = {
-            "obs": obs, "action": rollout.action, "log_prob": rollout.log_prob,
-            "advantage": advantage, "target": target, "mask": mask,
-        }
-        batch = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), batch)
-        lr = self.learning_rate(state, clock)
+        # The learning signal for task samplers: mean positive advantage per env ("positive
+        # value loss" in prioritized level replay).
+        steps = jnp.sum(mask, axis=0)
+        signal = jnp.where(steps > 0, jnp.sum(jnp.maximum(advantage, 0.0) * mask, axis=0) / jnp.maximum(steps, 1.0),
+                           jnp.nan)
+
+        data = {"obs": obs, "action": batch.action, "log_prob": batch.log_prob,
+                "advantage": advantage, "target": target, "mask": mask}
+        data = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data)
+        lr = scheduled(hp["lr"], clock)
 
         def minibatch_step(carry, xs):
             params, opt_state = carry
             minibatch, k = xs
             grads, metrics = jax.grad(ppo_loss, has_aux=True)(
-                params, minibatch, hp, k, self._policy, self._value, self.dist)
-            grad_norm = optax.global_norm(grads)
-            grads = jax.tree.map(lambda g: g * jnp.minimum(1.0, hp["max_grad_norm"] / (grad_norm + 1e-6)), grads)
-            updates, opt_state = self.optimizer.update(grads, opt_state, params)
-            params = optax.apply_updates(params, jax.tree.map(lambda u: -lr * u, updates))
+                params, minibatch, hp, k, self.policy.apply, self._value, self.dist)
+            params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp["max_grad_norm"])
             return (params, opt_state), {**metrics, "grad_norm": grad_norm}
 
         def epoch(carry, k):
             k_perm, k_loss = jax.random.split(k)
-            size = batch["mask"].shape[0]
-            perm = jax.random.permutation(k_perm, size)
-            shuffled = jax.tree.map(
-                lambda x: x[perm].reshape(cfg.num_minibatches, -1, *x.shape[1:]), batch)
-            keys = jax.random.split(k_loss, cfg.num_minibatches)
-            return jax.lax.scan(minibatch_step, carry, (shuffled, keys))
+            perm = jax.random.permutation(k_perm, data["mask"].shape[0])
+            shuffled = jax.tree.map(lambda x: x[perm].reshape(cfg.num_minibatches, -1, *x.shape[1:]), data)
+            return jax.lax.scan(minibatch_step, carry, (shuffled, jax.random.split(k_loss, cfg.num_minibatches)))
 
         (params, opt_state), metrics = jax.lax.scan(
             epoch, (state.params, state.opt_state), jax.random.split(key, cfg.update_epochs))
         metrics = jax.tree.map(jnp.mean, metrics)
         metrics["lr"] = lr
-        return state.replace(params=params, opt_state=opt_state), metrics
+        return state.replace(params=params, opt_state=opt_state), metrics, signal

@@ -18,7 +18,7 @@ class PPOConfig:
     update_epochs: int = static(4, ge=1)
     hidden_sizes: tuple[int, ...] = static((64, 64), ge=1, doc="widths of the policy and value MLPs")
     activation: str = static("tanh", choices=tuple(ACTIVATIONS))
-    normalize_observations: bool = static(True, doc="brax running statistics on observations")
+    normalize_observations: bool = static(True, doc="running mean and std of observations")
     normalize_rewards: bool = static(False, doc="scale rewards by the std of the discounted return")
     lr: Schedule = traced(Schedule(kind="constant", peak=3e-4), doc="learning-rate schedule")
     ent_coef: float = traced(0.01, ge=0.0)
