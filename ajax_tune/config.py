@@ -27,6 +27,7 @@ from ajax_tune.agents import AGENTS
 from ajax_tune.fields import ConfigError, init_only, static, static_values, validate
 from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
+from ajax_tune.samplers.heldout import heldout_count
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_import"]
 
@@ -98,6 +99,7 @@ class Config:
         callbacks = config.get("callbacks") or ()
         if not isinstance(callbacks, (list, tuple)):
             raise ConfigError(f"callbacks must be a list, got {callbacks!r}")
+        heldout_count(config.get("heldout"))  # its shape; its tasks are checked against the env later
         return cls(
             env=sections["env"], agent_name=agent_name, agent=agent, train=sections["train"],
             env_task_fn=config.get("env_task_fn"), callbacks=tuple(callbacks), resources=sections["resources"],
@@ -129,6 +131,7 @@ class Config:
             "agent_name": self.agent_name,
             "agent": static_values(self.agent),
             "train": static_values(self.train),
+            "num_heldout": heldout_count(self.heldout),
         }
 
 

@@ -27,8 +27,9 @@ from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import make_evaluate
 from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
-from ajax_tune.samplers import TaskSampler, make_sampler
-from ajax_tune.samplers.heldout import heldout_tasks
+from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
+from ajax_tune.samplers.heldout import heldout_count, heldout_tasks
+from ajax_tune.samplers.stats import TASK_PREFIX
 
 
 class Runner:
@@ -73,10 +74,16 @@ class Runner:
             env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
             num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0,
         )
+        self.histogram = _histogram(self.env, self.sampler)
         self.task_settable_env = TaskSettableEnv(self)
+        self.env_stats: dict[str, np.ndarray] = {}
         state = self.loop.init(seed=cfg.train.seed, task=start_task)
+        if self.heldout is not None:
+            state = self.loop.set_heldout(state, self.heldout)
         self.state = self.loop.set_hparams(state, cfg.agent, cfg.train.total_timesteps)
         self.iteration = 0
+        if self.sampler is not None:
+            self._sample_tasks()
         for cb in self.callbacks:
             _hook(cb, "on_setup", self)
 
@@ -122,12 +129,20 @@ class Runner:
             "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
             "perf/compilations": self.retired_compilations + self.loop.compilations,
         })
+        if self.sampler is not None:
+            self.sampler.update(self.env_stats)
         if self.env_task_fn is not None:
             new_task = self.env_task_fn(result, self.task_settable_env, self.env_ctx)
             if new_task is not None:
                 self.set_task(new_task)
         for cb in self.callbacks:
             _hook(cb, "on_train_result", self, result)
+        if self.sampler is not None:
+            self._sample_tasks()
+            result.update(self.sampler.metrics())
+        if self.histogram is not None:  # the tasks this call trained on
+            result.update(self.histogram({k[len(TASK_PREFIX):]: v for k, v in self.env_stats.items()
+                                          if k.startswith(TASK_PREFIX)}))
         if self.levels is not None:
             level = self.levels.level_of(self.get_task())
             result["curriculum/level"] = math.nan if level is None else float(level)
@@ -170,6 +185,13 @@ class Runner:
             for cb in self.callbacks:
                 _hook(cb, "on_task_change", self, old, new)
 
+    def _sample_tasks(self) -> None:
+        """The sampler's tasks for the next call, one per env. Evaluations stay on the task they
+        ran on (the held-out set is what measures the distribution); fields outside the
+        sampler's space keep what the env runs, so an env_task_fn may steer those."""
+        tasks = self.sampler.sample(self.loop.venv.num_envs)
+        self.set_task(tasks, eval_task=self.get_task())
+
     def _as_task(self, task: Any) -> Mapping[str, Any]:
         if isinstance(task, Mapping):
             return task
@@ -191,6 +213,7 @@ class Runner:
             "trial_id": self.trial_id,
             "iteration": self.iteration,
             "callbacks": [_call(cb, "get_state", {}) for cb in self.callbacks],
+            "sampler": None if self.sampler is None else self.sampler.get_state(),
             "config": self.config.to_dict(),
         }
         return str(self.loop.save(directory, self.state, extra=extra))
@@ -206,10 +229,21 @@ class Runner:
             raise CheckpointError(
                 f"{directory} holds the state of {len(saved_states)} callback(s); this config has "
                 f"{len(self.callbacks)}")
+        sampler_state = extra.get("sampler")
+        if (sampler_state is None) != (self.sampler is None):
+            raise CheckpointError(
+                f"{directory} {'holds no' if sampler_state is None else 'holds a'} task sampler's state; this "
+                f"config has {'one' if self.sampler is not None else 'none'}")
+        if self.sampler is not None:
+            self.sampler.set_state(sampler_state)
         source = extra.get("trial_id", "")
         if source and self.trial_id and source != self.trial_id:
             salt = zlib.crc32(self.trial_id.encode()) & 0x7FFFFFFF
             state = state.replace(key=jax.vmap(lambda k: jax.random.fold_in(k, salt))(state.key))
+            if self.sampler is not None:
+                self.sampler.reseed(salt)
+        if self.heldout is not None:  # the held-out set of the config in force
+            state = self.loop.set_heldout(state, self.heldout)
         self.state = self.loop.set_hparams(state, self.config.agent, self.config.train.total_timesteps)
         self.iteration = int(extra.get("iteration", 0))
         for cb, saved in zip(self.callbacks, saved_states):
@@ -283,7 +317,15 @@ def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
         check_run(cfg.train)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train)
+    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=heldout_count(cfg.heldout))
+
+
+def _histogram(env, sampler: TaskSampler | None) -> TaskHistogram | None:
+    """Result keys for the share of envs per part of each sampled field's range."""
+    if sampler is None:
+        return None
+    ranges = sampler.space.ranges()
+    return TaskHistogram(ranges, {k: env.task_spec[k].is_integer for k in ranges}) if ranges else None
 
 
 def _hook(callback, name: str, *args) -> None:

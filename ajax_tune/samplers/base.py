@@ -22,7 +22,7 @@ from ajax_tune.samplers.stats import EnvStats
 
 
 class TaskSampler:
-    """Subclasses implement `_sample` and may override `_update`, `_state`, `_load`, `metrics`.
+    """Subclasses implement `_sample` and may override `_update`, `_state`, `_load`, `_metrics`.
 
     The constructor takes the space to draw from (`space`, or `levels`; neither means the env's
     own `env.levels`), a `seed`, and its own hyperparameters, each checked on the spot.
@@ -46,6 +46,7 @@ class TaskSampler:
             raise ConfigError(f"{where}: seed must be an integer >= 0, got {seed!r}")
         self.seed = seed
         self.rng = np.random.default_rng(seed)
+        self.draws = 0  # sample() calls in this run's lineage: checkpoints and PBT exploits carry it
 
     # -- life cycle ----------------------------------------------------------------------
 
@@ -61,6 +62,7 @@ class TaskSampler:
     def sample(self, num_envs: int) -> dict[str, np.ndarray]:
         """One task per env: field -> array with a leading axis of `num_envs`."""
         self._check_bound()
+        self.draws += 1
         return self._sample(int(num_envs))
 
     def update(self, stats: Mapping[str, np.ndarray] | EnvStats) -> None:
@@ -70,14 +72,15 @@ class TaskSampler:
 
     def metrics(self) -> dict[str, float]:
         """Keys added to every result: the same keys every call, NaN where undefined."""
-        return {}
+        return {"sampler/draws": float(self.draws), **self._metrics()}
 
     def get_state(self) -> dict:
-        return {"rng": _rng_state(self.rng), **self._state()}
+        return {"rng": _rng_state(self.rng), "draws": self.draws, **self._state()}
 
     def set_state(self, state: Mapping) -> None:
         self.rng = np.random.default_rng()
         self.rng.bit_generator.state = _rng_from_state(state["rng"])
+        self.draws = int(state.get("draws", 0))
         self._load(state)
 
     def reseed(self, salt: int) -> None:
@@ -95,6 +98,9 @@ class TaskSampler:
         raise NotImplementedError
 
     def _update(self, stats: EnvStats) -> None: ...
+
+    def _metrics(self) -> dict[str, float]:
+        return {}
 
     def _state(self) -> dict:
         return {}

@@ -122,7 +122,7 @@ class LearningProgress(TaskSampler):
         self.fast_avg, self.slow_avg = np.array(state["fast"], np.float64), np.array(state["slow"], np.float64)
         self.seen, self.episodes = np.array(state["seen"], bool), np.array(state["episodes"], np.float64)
 
-    def metrics(self):
+    def _metrics(self):
         progress = self.progress()
         return {
             "sampler/progress_mean": float(progress.mean()),

@@ -190,7 +190,7 @@ class PrioritizedLevelReplay(TaskSampler):
         self.pending_tasks = tasks_from_json(state["pending_tasks"], spec)
         self.replay_share = float(state["replay_share"])
 
-    def metrics(self):
+    def _metrics(self):
         filled = self.filled
         return {
             "sampler/buffer_fill": filled / self.buffer_size,
