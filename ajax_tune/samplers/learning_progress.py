@@ -57,6 +57,12 @@ class LearningProgress(TaskSampler):
             raise ConfigError(f"{where}: slow ({slow}) must be smaller than fast ({fast})")
         self.uniform_share = float(check_number(where, "uniform_share", uniform_share, low=0.0, high=1.0))
 
+    def bind(self, env, base=None, env_levels=None):
+        if self.metric == "success" and not env.has_success:
+            raise ConfigError(f"task_sampler (LearningProgress): metric 'success' needs an env that reports success, "
+                              f"and {env.name} does not; use metric: return with a return_range")
+        return super().bind(env, base=base, env_levels=env_levels)
+
     def _bound(self):
         n = self.space.num_bins
         self.fast_avg, self.slow_avg = np.zeros(n), np.zeros(n)
