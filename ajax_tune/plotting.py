@@ -301,8 +301,9 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _differing_keys(params: list[dict[str, Any]]) -> dict[str, str]:
-    """Keys whose values differ across trials, each with the shortest unambiguous name."""
-    keys = sorted({k for p in params for k in p})
+    """Keys whose values differ across trials, each with the shortest unambiguous name; names
+    (a sampler's, an agent's) first, since labels are cut short."""
+    keys = sorted({k for p in params for k in p}, key=lambda k: (k.split("/")[-1] != "name", k))
     differing = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True, default=str) for p in params}) > 1]
     names = {}
     for key in differing:
