@@ -11,6 +11,7 @@ from helpers import corridor_config
 
 from ajax_tune.checkpoint import METADATA_FILE
 from ajax_tune.config import ConfigError
+from ajax_tune.experiment import Experiment
 from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.samplers import make_sampler
@@ -124,3 +125,11 @@ def test_bad_sampler_settings_stop_the_runner_before_compiling(monkeypatch, extr
     with pytest.raises(ConfigError) as info:
         Runner(corridor_config(**extra))
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_bad_sampler_setting_in_a_search_space_stops_the_experiment_before_ray_starts():
+    trial = corridor_config(task_sampler={"name": "plr", "kwargs": {"space": SPACE, "temperature": {"grid": [0.0, 1.0]}}})
+    with pytest.raises(ConfigError) as info:
+        Experiment.from_dict({"name": "plr_search", "trial": trial, "stop": {"training_iteration": 2}})
+    assert "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got 0.0" in str(info.value)
+    assert "\n" not in str(info.value)
