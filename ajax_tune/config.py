@@ -6,6 +6,8 @@
       "train": {"total_timesteps": 500_000, "timesteps_per_iteration": 25_600},
       "env_task_fn": "my_module:grow_corridor",      # optional
       "callbacks": [{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {...}}],
+      "task_sampler": {"name": "plr", "kwargs": {"space": {"length": [4, 32]}}},  # optional
+      "heldout": {"space": {"length": [4, 32]}, "num_tasks": 8, "seed": 0},       # optional
       "resources": {"cpu": 1, "gpu": 0},
     }
 
@@ -23,7 +25,9 @@ from typing import Any, Callable, Mapping
 from ajax_tune.agents import AGENTS
 from ajax_tune.fields import ConfigError, init_only, static, static_values, validate
 from ajax_tune.imports import is_import_path, resolve_import
+from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
+from ajax_tune.samplers.heldout import heldout_count
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_agent", "resolve_import"]
 
@@ -35,9 +39,21 @@ class EnvConfig:
     task: dict = init_only({}, doc="the task training starts on (fields not given keep their defaults)")
     max_episode_steps: int = static(0, ge=0, doc="time limit; 0: the env's own")
     truncation_penalty: float = static(0.0, doc="subtracted from the reward of a truncated step")
+    levels: Any = init_only(None, doc="numbered tasks, [task, ...] or {field: [value per level]}: "
+                                      "curricula then speak level numbers (RLlib's get_task() -> int)")
+    level: int = init_only(0, ge=0, doc="the level training starts on (with env.levels)")
+    level_overflow: str = init_only("error", choices=("error", "clamp"),
+                                    doc="a level past either end: an error, or held at the nearest level")
 
     def __post_init__(self):
         validate(self, "env")
+        if self.levels is None:
+            if self.level:
+                raise ConfigError(f"env.level ({self.level}) needs env.levels: a list of tasks to number")
+            return
+        count = len(level_list(self.levels, "env.levels"))
+        if self.level >= count:
+            raise ConfigError(f"env.level must be in [0, {count - 1}] (env.levels has {count}), got {self.level}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,7 +66,7 @@ class ResourcesConfig:
 
 
 SECTIONS = {"env": EnvConfig, "train": LoopConfig, "resources": ResourcesConfig}
-TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "resources")
+TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +78,8 @@ class Config:
     env_task_fn: Any = None  # callable or "module:function"
     callbacks: tuple = ()
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
+    task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
+    heldout: Any = None  # {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
 
     @classmethod
     def from_dict(cls, config: Mapping | "Config") -> "Config":
@@ -80,9 +98,11 @@ class Config:
         callbacks = config.get("callbacks") or ()
         if not isinstance(callbacks, (list, tuple)):
             raise ConfigError(f"callbacks must be a list, got {callbacks!r}")
+        heldout_count(config.get("heldout"))  # its shape; its tasks are checked against the env later
         return cls(
             env=sections["env"], agent_name=agent_name, agent=agent, train=sections["train"],
             env_task_fn=config.get("env_task_fn"), callbacks=tuple(callbacks), resources=sections["resources"],
+            task_sampler=config.get("task_sampler"), heldout=config.get("heldout"),
         )
 
     def to_dict(self) -> dict:
@@ -99,6 +119,8 @@ class Config:
             "env_task_fn": import_path(self.env_task_fn),
             "callbacks": [import_path(c) for c in self.callbacks],
             "resources": dataclasses.asdict(self.resources),
+            "task_sampler": _sampler_entry(self.task_sampler),
+            "heldout": self.heldout,
         }
 
     def static_settings(self) -> dict:
@@ -108,7 +130,13 @@ class Config:
             "agent_name": self.agent_name,
             "agent": static_values(self.agent),
             "train": static_values(self.train),
+            "num_heldout": heldout_count(self.heldout),
         }
+
+
+def _sampler_entry(sampler: Any) -> Any:
+    config = getattr(sampler, "config", None)  # a TaskSampler instance writes itself as class + kwargs
+    return import_path(config() if callable(config) and not isinstance(sampler, type) else sampler)
 
 
 def parse_section(config_cls, values: Any, section: str):

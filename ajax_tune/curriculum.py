@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from ajax_tune.config import ConfigError, resolve_import
+from ajax_tune.levels import level_list
 
 if TYPE_CHECKING:
     from ajax_tune.runner import Runner
@@ -39,6 +40,11 @@ class TaskSettableEnv:
     `get_task()` is the task evaluations run on; `get_tasks()` holds one task per env.
     `set_task(task)` applies one task to every env, or a batch (leading axis = number of envs)
     one per env.
+
+    With `env.levels` it speaks level numbers, as RLlib's documented curricula expect:
+    `get_task()` returns the level (an int), `get_tasks()` one level per env (-1 where an env
+    runs a task that is no level), and `set_task` takes a level, or a list of one per env.
+    Mappings are still accepted.
     """
 
     def __init__(self, runner: "Runner"):
@@ -52,13 +58,22 @@ class TaskSettableEnv:
     def num_envs(self) -> int:
         return self._runner.loop.venv.num_envs
 
-    def get_task(self) -> dict[str, Any]:
+    @property
+    def levels(self):
+        """The env's `Levels` (None without `env.levels`)."""
+        return self._runner.levels
+
+    def get_task(self) -> dict[str, Any] | int:
+        if self._runner.levels is not None:
+            return self._runner.get_level()
         return self._runner.get_task()
 
-    def get_tasks(self) -> dict[str, np.ndarray]:
+    def get_tasks(self) -> dict[str, np.ndarray] | np.ndarray:
+        if self._runner.levels is not None:
+            return self._runner.get_level(per_env=True)
         return self._runner.get_task(per_env=True)
 
-    def set_task(self, task: Mapping[str, Any], eval_task: Mapping[str, Any] | None = None) -> None:
+    def set_task(self, task: Any, eval_task: Any = None) -> None:
         self._runner.set_task(task, eval_task=eval_task)
 
 
@@ -89,19 +104,6 @@ class Callback:
         return {}
 
 
-def _levels(levels: Sequence[Mapping] | Mapping[str, Sequence]) -> list[dict]:
-    """Levels as a list of tasks, or as one list of values per field (zipped)."""
-    if isinstance(levels, Mapping):
-        lengths = {len(v) for v in levels.values()}
-        if len(lengths) != 1:
-            raise ConfigError(f"curriculum levels: every field needs the same number of values, got {levels}")
-        return [{k: v[i] for k, v in levels.items()} for i in range(lengths.pop())]
-    levels = [dict(level) for level in levels]
-    if not levels:
-        raise ConfigError("curriculum levels: need at least one level")
-    return levels
-
-
 class ThresholdCurriculum(Callback):
     """Walk up a ladder of tasks as a metric passes a threshold.
 
@@ -125,7 +127,7 @@ class ThresholdCurriculum(Callback):
         mix_earlier: float = 0.0,
         seed: int = 0,
     ):
-        self.levels = _levels(levels)
+        self.levels = level_list(levels, "ThresholdCurriculum levels")
         if patience < 1 or demote_patience < 1:
             raise ConfigError("ThresholdCurriculum: patience and demote_patience must be >= 1")
         if not 0.0 <= mix_earlier < 1.0:

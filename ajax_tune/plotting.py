@@ -29,6 +29,8 @@ RETURN = "eval/return_mean"
 SEED_PREFIX = "eval/return_seed"
 TASK_PREFIX = "curriculum/task/"
 LEVEL = "curriculum/level"
+HISTOGRAM_PREFIX = "tasks/"  # tasks/<field>/bin<i>, /low, /high: the share of envs per part of a range
+MAX_DISTRIBUTION_TRIALS = 8
 MAX_LABEL = 48
 
 
@@ -85,6 +87,31 @@ def learning_curve(segment: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.nd
     return evaluated[STEP].to_numpy(np.float64), evaluated[RETURN].to_numpy(np.float64), lo, hi
 
 
+def histogram_fields(trials: list[TrialSeries]) -> list[str]:
+    """Task fields whose per-call histograms the results carry."""
+    fields = set()
+    for trial in trials:
+        for column in trial.frame.columns:
+            if column.startswith(HISTOGRAM_PREFIX) and column.endswith("/low"):
+                fields.add(column[len(HISTOGRAM_PREFIX):-len("/low")])
+    return sorted(fields)
+
+
+def task_distribution(segment: pd.DataFrame, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(env-step edges [rows + 1], task-value edges [bins + 1], shares [bins, rows]) of one lineage
+    segment: each row's call spans the env steps from the previous row's to its own."""
+    prefix = f"{HISTOGRAM_PREFIX}{field}/"
+    bins = sorted((c for c in segment.columns if c.startswith(prefix + "bin") and c[len(prefix) + 3:].isdigit()),
+                  key=lambda c: int(c[len(prefix) + 3:]))
+    rows = segment[segment[prefix + "low"].notna()] if prefix + "low" in segment else segment.iloc[:0]
+    if rows.empty or not bins:
+        return np.zeros(0), np.zeros(0), np.zeros((len(bins), 0))
+    steps = rows[STEP].to_numpy(np.float64)
+    x = np.concatenate([steps[:1] - rows["timesteps_this_iter"].to_numpy(np.float64)[:1], steps])
+    y = np.linspace(float(rows[prefix + "low"].iloc[-1]), float(rows[prefix + "high"].iloc[-1]), len(bins) + 1)
+    return x, y, rows[bins].to_numpy(np.float64).T
+
+
 def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
     """Every trial directory with at least one result row, labelled by what sets it apart.
 
@@ -119,8 +146,9 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
 
 
 def plot_experiment(experiment_dir: str | pathlib.Path, out_dir: str | pathlib.Path | None = None) -> list[pathlib.Path]:
-    """Write learning_curves.png, learning_rates.png and (when a curriculum moved or reports
-    levels) curriculum.png, with one subplot per task field that moved; returns the paths."""
+    """Write learning_curves.png, learning_rates.png, (when a curriculum moved or reports
+    levels) curriculum.png, with one subplot per task field that moved, and (when results carry
+    task histograms, as with a task sampler) task_distribution.png; returns the paths."""
     trials = load_trials(experiment_dir)
     out = pathlib.Path(out_dir) if out_dir is not None else pathlib.Path(experiment_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
@@ -129,6 +157,9 @@ def plot_experiment(experiment_dir: str | pathlib.Path, out_dir: str | pathlib.P
     fields = _curriculum_fields(trials)
     if fields:
         written.append(_curriculum(trials, colors, fields, out / "curriculum.png"))
+    histograms = histogram_fields(trials)
+    if histograms:
+        written.append(_task_distribution(trials, histograms, out / "task_distribution.png"))
     written.append(_learning_rates(trials, colors, out / "learning_rates.png"))
     return written
 
@@ -174,6 +205,33 @@ def _curriculum(trials: list[TrialSeries], colors, fields: list[str], path: path
     axes[-1].set_xlabel(STEP)
     axes[0].set_title("curriculum: task trained on")
     _legend(fig, axes[0])
+    return _save(fig, path)
+
+
+def _task_distribution(trials: list[TrialSeries], fields: list[str], path: pathlib.Path) -> pathlib.Path:
+    """One heat map per trial and field: the share of envs that trained on each part of the
+    field's range, call by call."""
+    shown = [t for t in trials if any(f"{HISTOGRAM_PREFIX}{f}/low" in t.frame for f in fields)][:MAX_DISTRIBUTION_TRIALS]
+    fig = Figure(figsize=(max(9.0, 3.2 * len(shown) + 1.5), 2.6 * len(fields) + 0.8), layout="constrained")
+    axes = fig.subplots(len(fields), len(shown), squeeze=False, sharex="col")
+    mesh = None
+    for col, trial in enumerate(shown):
+        for row, field in enumerate(fields):
+            ax = axes[row, col]
+            for segment in trial.segments:
+                x, y, shares = task_distribution(segment, field)
+                if len(x):
+                    mesh = ax.pcolormesh(x, y, shares, cmap="viridis", vmin=0.0, vmax=1.0, shading="flat")
+            if row == 0:
+                ax.set_title(trial.label, fontsize="small")
+            if col == 0:
+                ax.set_ylabel(field)
+            if row == len(fields) - 1:
+                ax.set_xlabel(STEP)
+    if mesh is not None:
+        fig.colorbar(mesh, ax=axes, label="share of envs", shrink=0.8)
+    more = f" (first {len(shown)} of {len(trials)} trials)" if len(trials) > len(shown) else ""
+    fig.suptitle(f"tasks trained on, per call{more}")
     return _save(fig, path)
 
 
@@ -243,8 +301,9 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def _differing_keys(params: list[dict[str, Any]]) -> dict[str, str]:
-    """Keys whose values differ across trials, each with the shortest unambiguous name."""
-    keys = sorted({k for p in params for k in p})
+    """Keys whose values differ across trials, each with the shortest unambiguous name; names
+    (a sampler's, an agent's) first, since labels are cut short."""
+    keys = sorted({k for p in params for k in p}, key=lambda k: (k.split("/")[-1] != "name", k))
     differing = [k for k in keys if len({json.dumps(p.get(k), sort_keys=True, default=str) for p in params}) > 1]
     names = {}
     for key in differing:

@@ -28,7 +28,11 @@ from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import flatten_task, task_to_jax
 from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
+from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
+from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
+from ajax_tune.samplers.heldout import heldout_count, heldout_tasks
+from ajax_tune.samplers.stats import TASK_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +70,9 @@ class Runner:
         imports. Returns the parsed config."""
         cfg = Config.from_dict(config)
         env, loop = _build_loop(cfg)
-        env.validate_task(cfg.env.task)
+        levels, start_task = _start_task(env, cfg)
+        _make_sampler(env, cfg, levels, start_task)
+        heldout_tasks(cfg.heldout, env, base=start_task)
         named = {}  # where a curriculum names a result key, the key it names
         if cfg.env_task_fn:
             task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn")
@@ -89,15 +95,23 @@ class Runner:
         cfg = self.config
         self.env_task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
         self.callbacks = [make_callback(spec) for spec in cfg.callbacks]
-        self.env.validate_task(cfg.env.task)  # before compiling anything
+        self.levels, start_task = _start_task(self.env, cfg)  # before compiling anything
+        self.sampler = _make_sampler(self.env, cfg, self.levels, start_task)
+        self.heldout = heldout_tasks(cfg.heldout, self.env, base=start_task)
         self.env_ctx = EnvContext(
             env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
             num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0,
         )
+        self.histogram = _histogram(self.env, self.sampler)
         self.task_settable_env = TaskSettableEnv(self)
-        state = self.loop.init(seed=cfg.train.seed, task=cfg.env.task)
+        self.env_stats: dict[str, np.ndarray] = {}
+        state = self.loop.init(seed=cfg.train.seed, task=start_task)
+        if self.heldout is not None:
+            state = self.loop.set_heldout(state, self.heldout)
         self.state = self.loop.set_hparams(state, cfg.agent, cfg.train.total_timesteps)
         self.iteration = 0
+        if self.sampler is not None:
+            self._sample_tasks()
         for cb in self.callbacks:
             _hook(cb, "on_setup", self)
 
@@ -144,6 +158,8 @@ class Runner:
             "perf/compilations": self.retired_compilations + self.loop.compilations,
         })
         diverged = result.get("train/nonfinite", 0.0) > 0 and self._on_nonfinite(result)
+        if self.sampler is not None and not diverged:
+            self.sampler.update(self.env_stats)
         if self.env_task_fn is not None and not diverged:
             who = f"env_task_fn {_name(self.env_task_fn)}"
             with self._curriculum_step(who, result, "returned"):
@@ -153,6 +169,16 @@ class Runner:
         for i, cb in enumerate(() if diverged else self.callbacks):
             with self._curriculum_step(f"callbacks[{i}] ({type(cb).__name__})", result, "set"):
                 _hook(cb, "on_train_result", self, result)
+        if self.sampler is not None:
+            if not diverged:
+                self._sample_tasks()
+            result.update(self.sampler.metrics())
+        if self.histogram is not None:  # the tasks this call trained on
+            result.update(self.histogram({k[len(TASK_PREFIX):]: v for k, v in self.env_stats.items()
+                                          if k.startswith(TASK_PREFIX)}))
+        if self.levels is not None:
+            level = self.levels.level_of(self.get_task())
+            result["curriculum/level"] = math.nan if level is None else float(level)
         for cb in self.callbacks:
             result.update(_call(cb, "metrics", {}))
         result.update(flatten_task(self.get_task(), prefix="curriculum/next_task/"))
@@ -198,14 +224,51 @@ class Runner:
         task = self.loop.get_task(self.state, per_env=per_env)
         return {k: (v.item() if v.ndim == 0 else v) for k, v in task.items()}
 
-    def set_task(self, task: Mapping[str, Any], eval_task: Mapping[str, Any] | None = None) -> None:
-        """Validated before anything changes: a task that does not fit leaves the state as it was."""
+    def get_level(self, per_env: bool = False) -> int | np.ndarray:
+        """The level (with `env.levels`) evaluations run on, or one per env (-1: no level)."""
+        if self.levels is None:
+            raise TaskError("get_level needs env.levels: a list of tasks to number")
+        if per_env:
+            tasks = self.get_task(per_env=True)
+            found = [self.levels.level_of({k: v[i] for k, v in tasks.items()}) for i in range(self.loop.venv.num_envs)]
+            return np.array([-1 if level is None else level for level in found])
+        task = self.get_task()
+        level = self.levels.level_of(task)
+        if level is None:
+            raise TaskError(f"the current task {flatten_task(task)} is none of env.levels (it was set as a mapping)")
+        return level
+
+    def set_task(self, task: Any, eval_task: Any = None) -> None:
+        """Validated before anything changes: a task that does not fit leaves the state as it was.
+
+        With `env.levels`, a level number (or a list of one per env) stands for its task."""
+        task = self._as_task(task)
+        eval_task = None if eval_task is None else self._as_task(eval_task)
         old = self.get_task()
         self.state = self.loop.set_task(self.state, task, eval_task=eval_task)
         new = self.get_task()
         if any(not np.array_equal(old[k], new[k]) for k in new):
             for cb in self.callbacks:
                 _hook(cb, "on_task_change", self, old, new)
+
+    def _sample_tasks(self) -> None:
+        """The sampler's tasks for the next call, one per env. Evaluations stay on the task they
+        ran on (the held-out set is what measures the distribution); fields outside the
+        sampler's space keep what the env runs, so an env_task_fn may steer those."""
+        tasks = self.sampler.sample(self.loop.venv.num_envs)
+        self.set_task(tasks, eval_task=self.get_task())
+
+    def _as_task(self, task: Any) -> Mapping[str, Any]:
+        if isinstance(task, Mapping):
+            return task
+        if self.levels is None:
+            raise TaskError(f"a task must be a mapping of field name to value, got {task!r}; level numbers "
+                            "need env.levels (a list of tasks to number)")
+        if isinstance(task, (list, tuple, np.ndarray)) and np.ndim(task) == 1:
+            if len(task) != self.loop.venv.num_envs:
+                raise TaskError(f"a list of levels needs one per env ({self.loop.venv.num_envs}), got {len(task)}")
+            return self.levels.batch(task)
+        return self.levels.task(task)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -225,6 +288,7 @@ class Runner:
             "trial_id": self.trial_id,
             "iteration": self.iteration,
             "callbacks": [_call(cb, "get_state", {}) for cb in self.callbacks],
+            "sampler": None if self.sampler is None else self.sampler.get_state(),
             "config": self.config.to_dict(),
             "result": {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))},
         }
@@ -242,10 +306,21 @@ class Runner:
             raise CheckpointError(
                 f"{directory} holds the state of {len(saved_states)} callback(s); this config has "
                 f"{len(self.callbacks)}")
+        sampler_state = extra.get("sampler")
+        if (sampler_state is None) != (self.sampler is None):
+            raise CheckpointError(
+                f"{directory} {'holds no' if sampler_state is None else 'holds a'} task sampler's state; this "
+                f"config has {'one' if self.sampler is not None else 'none'}")
+        if self.sampler is not None:
+            self.sampler.set_state(sampler_state)
         source = extra.get("trial_id", "")
         if source and self.trial_id and source != self.trial_id:
             salt = zlib.crc32(self.trial_id.encode()) & 0x7FFFFFFF
             state = state.replace(key=jax.vmap(lambda k: jax.random.fold_in(k, salt))(state.key))
+            if self.sampler is not None:
+                self.sampler.reseed(salt)
+        if self.heldout is not None:  # the held-out set of the config in force
+            state = self.loop.set_heldout(state, self.heldout)
         self.state = self.loop.set_hparams(state, self.config.agent, self.config.train.total_timesteps)
         self.iteration = int(extra.get("iteration", 0))
         for cb, saved in zip(self.callbacks, saved_states):
@@ -265,7 +340,7 @@ class Runner:
         if config is None:
             raise CheckpointError(f"{directory} does not record its config; it was not written by a Runner")
         if not curriculum:
-            config = {**config, "env_task_fn": None, "callbacks": []}
+            config = {**config, "env_task_fn": None, "callbacks": [], "task_sampler": None}
         runner = cls(config, trial_id=extra.get("trial_id", ""))
         if curriculum:
             runner.restore(directory)
@@ -292,6 +367,22 @@ class Runner:
         return lambda obs: np.asarray(act(np.asarray(obs, np.float32)))
 
 
+def _start_task(env, cfg: Config) -> tuple[Levels | None, dict]:
+    """The env's levels (if any) and the task training starts on, checked against the env."""
+    if cfg.env.levels is None:
+        return None, env.validate_task(cfg.env.task)
+    levels = Levels(env, cfg.env.levels, base=cfg.env.task, overflow=cfg.env.level_overflow)
+    return levels, levels.task(cfg.env.level)
+
+
+def _make_sampler(env, cfg: Config, levels: Levels | None, start_task: dict) -> TaskSampler | None:
+    """The trial's task sampler, its space checked against the env (None without one)."""
+    if cfg.task_sampler is None:
+        return None
+    env_levels = None if levels is None else levels.tasks
+    return make_sampler(cfg.task_sampler).bind(env, base=start_task, env_levels=env_levels)
+
+
 def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     try:
         env = make_env(cfg.env.name, **cfg.env.kwargs)
@@ -305,7 +396,15 @@ def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
         check_run(cfg.train)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train)
+    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=heldout_count(cfg.heldout))
+
+
+def _histogram(env, sampler: TaskSampler | None) -> TaskHistogram | None:
+    """Result keys for the share of envs per part of each sampled field's range."""
+    if sampler is None:
+        return None
+    ranges = sampler.space.ranges()
+    return TaskHistogram(ranges, {k: env.task_spec[k].is_integer for k in ranges}) if ranges else None
 
 
 def nonfinite_leaves(tree, limit: int = 3) -> list[str]:

@@ -1,5 +1,7 @@
 """Curriculum functions and callbacks used by the Tune tests (importable by Ray workers)."""
 
+import json
+import math
 import os
 import pathlib
 
@@ -31,3 +33,33 @@ class FailOnce(Callback):
         if runner.iteration == self.at_iteration and not self.marker.exists():
             self.marker.write_text(str(os.getpid()))
             raise RuntimeError("injected failure")
+
+
+class SamplerProbe(Callback):
+    """Reports, as of the last checkpoint load: whether the task sampler held exactly the state
+    the checkpoint recorded (its random stream aside), whether that stream was re-keyed, and
+    whether the checkpoint came from another trial (a PBT exploit); NaN until a load."""
+
+    def __init__(self):
+        self.matched = self.reseeded = self.foreign = math.nan
+
+    def on_checkpoint_load(self, runner, checkpoint_dir):
+        extra = json.loads((pathlib.Path(checkpoint_dir) / "ajax_tune.json").read_text())["extra"]
+        state, saved = runner.sampler.get_state(), extra["sampler"]
+        stripped = [{k: v for k, v in s.items() if k != "rng"} for s in (state, saved)]
+        self.matched = float(stripped[0] == stripped[1])
+        self.reseeded = float(state["rng"] != saved["rng"])
+        self.foreign = float(extra["trial_id"] != runner.trial_id)
+
+    def metrics(self):
+        return {"probe/sampler_matched": self.matched, "probe/sampler_reseeded": self.reseeded,
+                "probe/from_other_trial": self.foreign}
+
+
+# RLlib's documented curriculum function ("Curriculum Learning" in RLlib's advanced API guide),
+# kept exactly as the guide prints it: a task is a level number.
+def curriculum_fn(train_results, task_settable_env, env_ctx):
+    # Very simple curriculum function.
+    current_task = task_settable_env.get_task()
+    new_task = current_task + 1
+    return new_task

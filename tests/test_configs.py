@@ -25,7 +25,9 @@ REDUCED = {
                                     "trial.agent.num_minibatches=2", "trial.agent.update_epochs=1",
                                     "trial.train.timesteps_per_iteration=64", "trial.train.eval_episodes=2",
                                     "trial.env.kwargs.max_episode_steps=32", "stop.training_iteration=1"],
+    "task_samplers_corridor.yaml": ["trial.train.num_seeds=2", "stop.training_iteration=2"],
 }
+GRID_SIZES = {"quickstart.yaml": 2, "task_samplers_corridor.yaml": 3}  # trials per sample
 
 
 def test_every_config_is_covered():
@@ -48,7 +50,7 @@ def test_config_runs_reduced(name, ray_session, tmp_path, capsys):
     assert "Best trial:" in out
     experiment = Experiment.load(CONFIGS / name, REDUCED[name])
     trials = [p for p in (tmp_path / experiment.name).iterdir() if (p / "progress.csv").exists()]
-    samples = experiment.tune.num_samples * (2 if name == "quickstart.yaml" else 1)
+    samples = experiment.tune.num_samples * GRID_SIZES.get(name, 1)
     assert len(trials) == samples
     for trial in trials:
         df = pd.read_csv(trial / "progress.csv")

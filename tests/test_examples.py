@@ -87,3 +87,19 @@ def test_custom_env(tmp_path, ray_address):
     assert result["final_task"]["target_speed"] == pytest.approx(0.05)
     assert result["compilations"] == 1
     assert (tmp_path / "custom_env" / "checkpoint" / "ajax_tune.json").exists()
+
+
+def test_task_samplers(tmp_path):
+    result = run_example("task_samplers.py", tmp_path)
+    samplers = result["samplers"]
+    assert sorted(samplers) == ["learning_progress", "plr", "uniform"]
+    for name, s in samplers.items():
+        assert s["compilations"] == 1, name  # a reused actor swapped the sampler without recompiling
+        assert s["draws"] == result["iterations"] + 1  # one draw before the first call, one after each
+        assert len(s["heldout_per_task"]) == 8 and all(0.0 <= v <= 1.0 for v in s["heldout_per_task"])
+        assert s["histogram_total"] == pytest.approx(1.0)
+        assert all(4 <= v <= 32 for v in s["trained_length_mean"])
+    assert "sampler/entropy" in samplers["plr"]["sampler_metrics"]
+    assert "sampler/progress_mean" in samplers["learning_progress"]["sampler_metrics"]
+    assert "task_distribution.png" in result["plots"]
+

@@ -12,7 +12,7 @@ from matplotlib.image import imread
 from ray import tune
 
 from ajax_tune import AjaxTrainable
-from ajax_tune.plotting import learning_curve, lineage_segments, load_trials, plot_experiment, seed_band
+from ajax_tune.plotting import learning_curve, lineage_segments, load_trials, plot_experiment, seed_band, task_distribution
 from ajax_tune.trainable import trial_dirname
 
 BUDGET = 4 * 8 * 16  # env steps per seed per train() in corridor_config
@@ -139,3 +139,21 @@ def test_no_results_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError, match="no trial results"):
         plot_experiment(tmp_path)
     assert not (tmp_path / "plots").exists()
+
+
+def test_task_distribution_figure_from_task_histograms(tmp_path):
+    """A sampler's results carry tasks/<field>/bin<i> shares over [low, high]; plot draws them."""
+    root = tmp_path / "sampled"
+    shares = {f"tasks/length/bin{i}": [0.0] * 3 for i in range(11)}  # 11 bins: bin10 sorts after bin9
+    shares.update({"tasks/length/bin0": [1.0, 0.5, 0.0], "tasks/length/bin3": [0.0, 0.5, 0.25],
+                   "tasks/length/bin10": [0.0, 0.0, 0.75]})
+    rows = {"env_steps": [100, 200, 300], "timesteps_this_iter": [100] * 3, "eval/return_mean": [0.1, 0.2, 0.3],
+            "tasks/length/low": [3.5] * 3, "tasks/length/high": [14.5] * 3, "tasks/length/mean": [4.0, 5.5, 12.0], **shares}
+    write_trial(root, "t_s", rows, {"task_sampler": {"name": "plr"}})
+    (trial,) = load_trials(root)
+    x, y, z = task_distribution(trial.segments[0], "length")
+    assert x.tolist() == [0, 100, 200, 300] and y.tolist() == list(np.arange(3.5, 15.5, 1.0))
+    assert z.shape == (11, 3) and z[0].tolist() == [1.0, 0.5, 0.0] and z[10].tolist() == [0.0, 0.0, 0.75]
+    written = plot_experiment(root)
+    assert [p.name for p in written] == ["learning_curves.png", "task_distribution.png", "learning_rates.png"]
+    check_png(written[1])

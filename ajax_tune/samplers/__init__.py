@@ -1,0 +1,62 @@
+"""Task samplers: curricula over distributions of tasks, learned on the host between calls.
+
+`Uniform` (domain randomisation), `LearningProgress` and `PrioritizedLevelReplay`, all
+implementing `TaskSampler`. A trial config names one under `task_sampler`, by short name or
+import path:
+
+    task_sampler: {name: plr, kwargs: {space: {length: [4, 32]}, temperature: 0.3}}
+    task_sampler: {class: "my_module:MySampler", kwargs: {...}}
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from typing import Any, Mapping
+
+from ajax_tune.errors import ConfigError
+from ajax_tune.samplers.base import TaskSampler
+from ajax_tune.samplers.learning_progress import LearningProgress
+from ajax_tune.samplers.plr import PrioritizedLevelReplay
+from ajax_tune.samplers.space import TaskSpace
+from ajax_tune.samplers.stats import EnvStats, TaskHistogram
+from ajax_tune.samplers.uniform import Uniform
+
+SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "plr": PrioritizedLevelReplay}
+
+__all__ = ["SAMPLERS", "EnvStats", "LearningProgress", "PrioritizedLevelReplay", "TaskHistogram", "TaskSampler",
+           "TaskSpace", "Uniform", "make_sampler"]
+
+
+def make_sampler(spec: Any) -> TaskSampler:
+    """A fresh sampler from an instance (copied, so runs never share one), a class, a name, a
+    "module:Class" string, or {"name" | "class": ..., "kwargs": {...}} as written in YAML."""
+    from ajax_tune.config import check_keys, resolve_import
+
+    if isinstance(spec, TaskSampler):
+        return copy.deepcopy(spec)
+    kwargs: Mapping = {}
+    if isinstance(spec, Mapping):
+        check_keys(spec, ("name", "class", "kwargs"), "task_sampler.")
+        if ("name" in spec) == ("class" in spec):
+            raise ConfigError(f"task_sampler needs exactly one of 'name' ({', '.join(SAMPLERS)}) or 'class' "
+                              f"('module:Class'), and optional 'kwargs'; got keys {sorted(spec)}")
+        kwargs = spec.get("kwargs") or {}
+        if not isinstance(kwargs, Mapping):
+            raise ConfigError(f"task_sampler.kwargs must be a mapping, got {kwargs!r}")
+        spec = spec.get("name", spec.get("class"))
+    if isinstance(spec, str) and ":" not in spec:
+        if spec not in SAMPLERS:
+            close = difflib.get_close_matches(spec, list(SAMPLERS), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"task_sampler: unknown sampler {spec!r}{hint} Known: {', '.join(SAMPLERS)}, "
+                              "or a 'module:Class' path")
+        cls = SAMPLERS[spec]
+    else:
+        cls = resolve_import(spec, "task_sampler")
+    if not (isinstance(cls, type) and issubclass(cls, TaskSampler)):
+        raise ConfigError(f"task_sampler: {cls!r} is not a TaskSampler subclass")
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"task_sampler ({cls.__name__}): {exc}") from None

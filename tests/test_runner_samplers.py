@@ -1,0 +1,135 @@
+"""Task samplers driving a Runner, without Ray: per-env tasks change every call as data (one
+compilation), the sampler learns from the call's per-env statistics, its state travels in
+checkpoints, held-out tasks are evaluated, and bad settings stop the runner before compiling."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from helpers import corridor_config
+
+from ajax_tune.checkpoint import METADATA_FILE
+from ajax_tune.config import ConfigError
+from ajax_tune.experiment import Experiment
+from ajax_tune.loop import TrainLoop
+from ajax_tune.runner import Runner
+from ajax_tune.samplers import make_sampler
+from ajax_tune.samplers.heldout import heldout_tasks
+
+SPACE = {"length": [4, 32]}
+HELDOUT = {"space": SPACE, "num_tasks": 3, "seed": 0}
+CALLS = 3
+
+
+def plr_config(**kwargs):
+    sampler = {"name": "plr", "kwargs": {"space": SPACE, "buffer_size": 8, "seed": 3, **kwargs}}
+    return corridor_config(task_sampler=sampler, heldout=HELDOUT)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """Three calls of PLR on the corridor, with a checkpoint before the last one."""
+    runner = Runner(plr_config(), trial_id="a")
+    first_tasks = runner.get_task(per_env=True)["length"].copy()
+    checkpoint = tmp_path_factory.mktemp("samplers") / "ck"
+    given, results, states = [], [], []
+    for call in range(CALLS):
+        if call == CALLS - 1:
+            runner.save(checkpoint)
+        given.append(runner.get_task(per_env=True)["length"].copy())
+        results.append(runner.train())
+        states.append(runner.sampler.get_state())
+    return dict(runner=runner, first_tasks=first_tasks, given=given, results=results, states=states,
+                checkpoint=checkpoint)
+
+
+def test_per_env_tasks_change_every_call_without_recompiling(run):
+    runner, given, results = run["runner"], run["given"], run["results"]
+    # the first tasks are the sampler's first draw, made before the first call
+    twin = make_sampler(plr_config()["task_sampler"]).bind(runner.env, base={"length": 4})
+    np.testing.assert_array_equal(run["first_tasks"], twin.sample(runner.loop.venv.num_envs)["length"])
+    assert len({tuple(g) for g in given}) == CALLS  # new per-env tasks every call
+    assert runner.loop.compilations == 1
+    assert runner.get_task()["length"] == 4  # evaluations stay on the task they ran on
+    for call, (tasks, result) in enumerate(zip(given, results)):
+        assert set(result) == set(results[0])  # stable keys
+        assert result["sampler/draws"] == call + 2  # one draw at the start, one after every call
+        assert result["perf/compilations"] == 1
+        assert all(isinstance(v, (int, float, bool)) for v in result.values())
+        # the histogram counts the tasks the call trained on
+        shares = [result[f"tasks/length/bin{i}"] for i in range(16)]
+        assert sum(shares) == pytest.approx(1.0) and result["tasks/length/mean"] == pytest.approx(tasks.mean())
+        for i in range(3):
+            assert 0.0 <= result[f"eval/heldout/{i}/success_rate"] <= 1.0
+        assert result["eval/heldout/success_rate_mean"] == pytest.approx(
+            np.mean([result[f"eval/heldout/{i}/success_rate"] for i in range(3)]))
+    # every seed ran the tasks set before the last call, and the sampler learned from them
+    stats = runner.env_stats
+    np.testing.assert_array_equal(stats["per_env/task/length"], np.broadcast_to(given[-1], (2, 8)))
+    assert np.all(np.isfinite(stats["per_env/learning_signal"]))
+    buffered = run["states"][0]["buffer"]["length"]
+    assert buffered and set(buffered) <= set(given[0].tolist())  # call 1's levels, scored
+    expected = heldout_tasks(HELDOUT, runner.env, base={"length": 4})["length"]
+    np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"]), np.broadcast_to(expected, (2, 3)))
+
+
+def test_sampler_state_continues_from_its_own_checkpoint(run):
+    saved = json.loads((run["checkpoint"] / METADATA_FILE).read_text())["extra"]["sampler"]
+    assert saved == run["states"][CALLS - 2]
+    again = Runner(plr_config(), trial_id="a")
+    again.restore(run["checkpoint"])
+    assert again.sampler.get_state() == saved
+    np.testing.assert_array_equal(again.get_task(per_env=True)["length"], run["given"][-1])
+    result = again.train()
+    assert again.sampler.get_state() == run["states"][-1]  # same updates, same draws
+    for key, value in run["results"][-1].items():
+        if key.startswith(("sampler/", "tasks/", "eval/")):
+            assert result[key] == value or (math.isnan(value) and math.isnan(result[key])), key
+
+
+def test_another_trial_continues_the_sampler_with_its_own_draws(run):
+    saved = run["states"][CALLS - 2]
+    other = Runner(plr_config(), trial_id="b")
+    other.restore(run["checkpoint"])
+    state = other.sampler.get_state()
+    assert state["rng"] != saved["rng"]  # its own random stream ...
+    assert {k: v for k, v in state.items() if k != "rng"} == {k: v for k, v in saved.items() if k != "rng"}  # ... same levels
+    other.train()  # on the tasks the checkpoint's envs held
+    np.testing.assert_array_equal(other.env_stats["per_env/task/length"][0], run["given"][-1])
+    assert other.sampler.draws == run["runner"].sampler.draws
+    assert not np.array_equal(other.get_task(per_env=True)["length"], run["runner"].get_task(per_env=True)["length"])
+
+
+def test_the_heldout_count_is_static_and_its_tasks_are_data():
+    runner = Runner(corridor_config(heldout=HELDOUT))
+    assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "seed": 5})) is False
+    np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"])[0],
+                                  heldout_tasks({**HELDOUT, "seed": 5}, runner.env)["length"])
+    assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "num_tasks": 4})) is True
+    assert runner.loop.num_heldout == 4
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"task_sampler": {"name": "plr", "kwargs": {"space": SPACE, "temperature": -1}}},
+     "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got -1"),
+    ({"task_sampler": {"name": "uniform", "kwargs": {"space": {"length": [4, 64]}}}},
+     "task_sampler (Uniform).space.length: [4.0, 64.0] is outside corridor's 'length'"),
+    ({"env": {"name": "pendulum", "kwargs": {}, "task": {}},
+      "task_sampler": {"name": "learning_progress", "kwargs": {"space": {"gravity": [5, 15]}}}},
+     "metric 'success' needs an env that reports success, and pendulum does not"),
+    ({"heldout": {"space": SPACE, "num_tasks": 0}}, "heldout.num_tasks must be an integer >= 1"),
+])
+def test_bad_sampler_settings_stop_the_runner_before_compiling(monkeypatch, extra, message):
+    monkeypatch.setattr(TrainLoop, "init", lambda *a, **k: pytest.fail("the loop started before the config was checked"))
+    with pytest.raises(ConfigError) as info:
+        Runner(corridor_config(**extra))
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_bad_sampler_setting_in_a_search_space_stops_the_experiment_before_ray_starts():
+    trial = corridor_config(task_sampler={"name": "plr", "kwargs": {"space": SPACE, "temperature": {"grid": [0.0, 1.0]}}})
+    with pytest.raises(ConfigError) as info:
+        Experiment.from_dict({"name": "plr_search", "trial": trial, "stop": {"training_iteration": 2}})
+    assert "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got 0.0" in str(info.value)
+    assert "\n" not in str(info.value)
