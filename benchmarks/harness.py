@@ -77,11 +77,13 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def run_worker(python: str | os.PathLike, script: str, settings: dict, timeout: float = 3600) -> dict:
+def run_worker(python: str | os.PathLike, script: str, settings: dict, timeout: float = 3600,
+               extra_env: dict | None = None) -> dict:
     """Run one worker process and return the JSON it printed (with its wall time)."""
     cmd = [str(python), str(PEERS_DIR / script), json.dumps(settings)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=worker_env(), timeout=timeout)
+    env = {**worker_env(), **(extra_env or {})}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
     wall = time.perf_counter() - start
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:

@@ -39,6 +39,7 @@ def compare(runs: dict[str, list[dict]], ours: str = "ajax_tune", peer: str = "r
     keys = ("env_steps_per_s", "useful_env_steps_per_s", "useful_env_steps_per_cpu_s", "compile_s",
             "compile_cpu_s", "run_s", "first_call_s", "eval_return")
     out = {side: harness.medians(r, keys) for side, r in runs.items()}
+    out["devices"] = {side: sorted({x.get("device", "?") for x in r}) for side, r in runs.items()}
     if peer in runs and runs[peer]:
         ratios = [a["useful_env_steps_per_s"] / b["useful_env_steps_per_s"] for a, b in zip(runs[ours], runs[peer])]
         cpu = [a["useful_env_steps_per_cpu_s"] / b["useful_env_steps_per_cpu_s"] for a, b in zip(runs[ours], runs[peer])]

@@ -18,7 +18,7 @@ from ajax_tune.envs import make_env  # noqa: E402
 from ajax_tune.loop import LoopConfig, TrainLoop  # noqa: E402
 from ajax_tune.schedules import Schedule  # noqa: E402
 
-env = make_env(s.get("env", "cartpole"))
+env = make_env(s.get("env", "cartpole"), **s.get("env_kwargs", {}))
 batch = s["num_envs"] * s["unroll_length"]
 total = s["total_steps"] // batch * batch
 agent = PPO(PPOConfig(
@@ -45,6 +45,7 @@ for i in range(s.get("runs", 2)):
     (useful, eval_return), *t = protocol.time_call(run, i + 1)
     times.append(t)
 assert loop.compilations == 1, loop.compilations
+protocol.maybe_profile(s, run, 99)
 protocol.emit({
     "side": "ajax_tune", **protocol.throughput(first, times, float(total * s["num_seeds"]), useful),
     "eval_return": eval_return, "device": str(jax.devices()[0]), "reset_mode": loop.config.reset_mode,

@@ -58,5 +58,15 @@ def throughput(first: tuple, runs: list[tuple], env_steps: float, useful_steps: 
     }
 
 
+def maybe_profile(s: dict, run, *args) -> None:
+    """With `profile_dir` in the settings, run once more under JAX's profiler (a perfetto
+    trace that `xla_profile.py` reads)."""
+    if s.get("profile_dir"):
+        import jax
+
+        with jax.profiler.trace(s["profile_dir"], create_perfetto_trace=True):
+            run(*args)
+
+
 def emit(result: dict) -> None:
     print("RESULT " + json.dumps(result), flush=True)

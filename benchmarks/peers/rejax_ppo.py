@@ -45,6 +45,7 @@ for i in range(s.get("runs", 2)):
     eval_return, *t = protocol.time_call(run, i + 1)
     times.append(t)
 steps = float(total // batch * batch * s["num_seeds"])
+protocol.maybe_profile(s, run, 99)
 protocol.emit({
     "side": "rejax", **protocol.throughput(first, times, steps, steps),
     "eval_return": eval_return, "device": str(jax.devices()[0]),
