@@ -41,7 +41,7 @@ PEERS: dict[str, list[str]] = {
         "numpy<2.2",
     ],
     # RLlib's PPO on gymnasium's CartPole-v1, with a CPU build of torch.
-    "rllib": ["ray[rllib]==2.60.0", "torch==2.13.0", "gymnasium==1.1.1"],
+    "rllib": ["ray[rllib]==2.60.0", "torch==2.13.0"],
 }
 
 
@@ -94,16 +94,17 @@ def run_worker(python: str | os.PathLike, script: str, settings: dict, timeout: 
     return out
 
 
-def alternate(sides: dict[str, tuple], repeats: int, log=print) -> dict[str, list[dict]]:
+def alternate(sides: dict[str, tuple], repeats: int, log=print, extra_env: dict | None = None) -> dict[str, list[dict]]:
     """Run every side `repeats` times, alternating the order each round (A B, B A, A B, ...).
 
-    `sides` maps a label to `(python, script, settings)`."""
+    `sides` maps a label to `(python, script, settings)`; `extra_env` goes to every side alike
+    (XLA_FLAGS, for instance)."""
     names = list(sides)
     runs: dict[str, list[dict]] = {name: [] for name in names}
     for r in range(repeats):
         for name in (names if r % 2 == 0 else names[::-1]):
             python, script, settings = sides[name]
-            out = run_worker(python, script, settings)
+            out = run_worker(python, script, settings, extra_env=extra_env)
             runs[name].append(out)
             log(f"[{name} {r + 1}/{repeats}] " + brief(out))
     return runs

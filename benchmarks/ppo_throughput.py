@@ -58,6 +58,9 @@ def main(argv=None) -> None:
     parser.add_argument("--reset-mode", default=None, help="ajax_tune's train.reset_mode (default: the loop's)")
     parser.add_argument("--peers", nargs="*", default=["rejax"], help="peers to run ('--peers' alone: none)")
     parser.add_argument("--peer-root", default=None, help=f"where peer venvs live (${harness.ROOT_ENV})")
+    parser.add_argument("--xla-flags", default=None,
+                        help="XLA_FLAGS for both sides, e.g. '--xla_cpu_multi_thread_eigen=false "
+                             "intra_op_parallelism_threads=1' to compare thread settings")
     parser.add_argument("--quick", action="store_true", help="short budget, one repeat: a smoke run")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -72,8 +75,10 @@ def main(argv=None) -> None:
         for peer in args.peers:
             sides[peer] = (harness.peer_python(peer, args.peer_root), f"{peer}_ppo.py", settings)
         print(f"== {num_seeds} seed(s)", flush=True)
-        runs = harness.alternate(sides, args.repeats)
-        results.append({"num_seeds": num_seeds, "settings": settings, "summary": compare(runs), "runs": runs})
+        env = {"XLA_FLAGS": args.xla_flags} if args.xla_flags is not None else None
+        runs = harness.alternate(sides, args.repeats, extra_env=env)
+        results.append({"num_seeds": num_seeds, "settings": settings, "xla_flags": args.xla_flags,
+                        "summary": compare(runs), "runs": runs})
 
     path = harness.write_results("ppo_throughput" + ("_quick" if args.quick else ""), {"results": results}, args.out)
     print(table(results))

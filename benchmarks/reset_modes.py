@@ -42,7 +42,7 @@ ENVS = {
         "config": {"env": {"name": "corridor", "kwargs": {"max_length": 16, "max_episode_steps": 40}, "task": {"length": 6}},
                    "agent": {"name": "ppo", "num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2,
                              "hidden_sizes": [32, 32], "lr": {"kind": "constant", "peak": 3e-3}},
-                   "train": {"total_timesteps": 8 * 16 * 40 * 12, "timesteps_per_iteration": 8 * 16 * 40,
+                   "train": {"total_timesteps": 8 * 16 * 8 * 60, "timesteps_per_iteration": 8 * 16 * 8,
                              "eval_episodes": 8}},
         "metric": "eval/success", "threshold": 0.95,
     },

@@ -1,6 +1,8 @@
 """Train one ajax_tune trial call by call until its evaluation reaches a threshold (or the
 budget ends); report when each seed and the seeds' mean first reached it, in env steps and in
-wall time from the first call (compilation included), and the useful env steps per second.
+wall time from the first call (compilation included), and the useful env steps per second over
+the calls after the first (which compiles). At least `min_calls` calls run, so that a trial
+solved early still gives a throughput.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ while loop.timestep(state) < config.train.total_timesteps:
             seeds_solved[i] = {"env_steps": timestep, "wall_s": round(now - start, 3)}
     if mean_solved is None and float(np.mean(per_seed)) >= threshold:
         mean_solved = {"env_steps": timestep, "wall_s": round(now - start, 3)}
-        if s.get("stop_when_solved", True):
-            break
+    if mean_solved is not None and s.get("stop_when_solved", True) and len(calls) >= s.get("min_calls", 4):
+        break
 
 later = calls[1:] or calls
 useful_per_s = sum(c["useful_steps"] for c in later) / sum(c["wall_s"] for c in later)
