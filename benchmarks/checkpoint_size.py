@@ -1,8 +1,9 @@
 """Checkpoint size and save / restore time of a SAC trial with a 100k-transition buffer.
 
-The replay buffer lives in the trial's state, so a checkpoint holds it whole: its size is
-about the buffer's (capacity x (2 observations + action + reward + flags) x 4 bytes per seed).
-One short call fills part of the buffer; then `--repeats` saves and restores are timed (median).
+The replay buffer lives in the trial's state, so a checkpoint holds it whole. One call of as many
+env steps as the buffer holds fills it (an empty buffer compresses to almost nothing, so a full
+one is the honest size); then `--repeats` saves and restores are timed (median). `--quick`
+fills only a little of it.
 
     python benchmarks/checkpoint_size.py
     python benchmarks/checkpoint_size.py --seeds 8
@@ -30,12 +31,13 @@ def main(argv=None) -> None:
     results = []
     for num_seeds in args.seeds:
         agent = {**SAC["agent_config"], "capacity": args.capacity, "learning_starts": 1_000}
-        per_call = agent["num_envs"] * agent["unroll_length"] * (4 if args.quick else 32)
+        unroll = agent["num_envs"] * agent["unroll_length"]
+        per_call = unroll * 4 if args.quick else -(-args.capacity // unroll) * unroll
         config = {"env": {"name": SAC["env"]}, "agent": {"name": "sac", **agent},
                   "train": {"total_timesteps": per_call * 10, "timesteps_per_iteration": per_call, "num_seeds": num_seeds,
                             "eval_episodes": 2}}
         out = harness.run_worker(sys.executable, "ajax_tune_checkpoint.py", {"config": config, "repeats": args.repeats})
-        out["num_seeds"], out["capacity"] = num_seeds, args.capacity
+        out["num_seeds"], out["capacity"], out["env_steps_before_save"] = num_seeds, args.capacity, per_call
         results.append(out)
         print(f"[{num_seeds} seed(s)] checkpoint {out['checkpoint_bytes'] / 2**20:.1f} MiB (state "
               f"{out['state_bytes'] / 2**20:.1f} MiB), save {out['save_s']:.3f} s, restore {out['restore_s']:.3f} s, "
