@@ -335,20 +335,25 @@ class TrainLoop:
         next_step = self.config.reset_mode == "next_step"
         has_success = self.env.has_success
 
-        def step(env_state, k):
-            k_act, k_env, k_reset = jax.random.split(k, 3)
+        def step(env_state, keys):
+            k_act, k_env, k_reset = keys
             action, extras = self.agent.act(agent_state, env_state.obs, k_act)
-            nxt = self.venv.step(env_state, action, k_env)
+            nxt = self.venv.step_each(env_state, action, k_env)
             transition = self.agent.transition(env_state.obs, action, extras, nxt)
             ended = (nxt.terminated | nxt.truncated).astype(jnp.float32)
             success = nxt.info["success"].astype(jnp.float32) if has_success else jnp.zeros_like(ended)
             out = (transition, ended, nxt.episode.ret, nxt.episode.step.astype(jnp.float32), success,
                    (~nxt.episode.post_done).astype(jnp.float32))
             if next_step:  # the next episode starts now; the transition kept the real final obs
-                nxt = self.venv.reset_done(nxt, k_reset)
+                nxt = self.venv.reset_done_each(nxt, k_reset)
             return nxt, out
 
-        keys = jax.random.split(key, self.agent.unroll_length)
+        # Every step's keys in three batched draws: splitting inside the step would cost the
+        # rollout a few small sequential programs per step.
+        length, num_envs = self.agent.unroll_length, self.venv.num_envs
+        k_act, k_env, k_reset = jax.random.split(key, 3)
+        keys = (jax.random.split(k_act, length), jax.random.split(k_env, (length, num_envs)),
+                jax.random.split(k_reset, (length, num_envs)))
         env_state, (transitions, ended, ret, length, success, valid) = jax.lax.scan(step, env_state, keys)
         episodes = {
             "count": jnp.sum(ended, axis=0),

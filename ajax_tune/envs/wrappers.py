@@ -98,13 +98,21 @@ class VecEnv:
         return jax.vmap(self.env.reset)(keys, self.batch_task(task))
 
     def reset_done(self, state: EnvState, key: jax.Array) -> EnvState:
-        """Reset the envs whose episode is done, each on its own task. Call at unroll start."""
-        keys = jax.random.split(key, self.num_envs)
+        """Reset the envs whose episode is done, each on its own task."""
+        return self.reset_done_each(state, jax.random.split(key, self.num_envs))
+
+    def reset_done_each(self, state: EnvState, keys: jax.Array) -> EnvState:
+        """`reset_done` with one key per env. A loop that draws every step's keys in one batch
+        before its scan saves a key split per step (on the CPU, each split is a small loop of
+        its own)."""
         fresh = jax.vmap(self.env.reset)(keys, state.task)
         return jax.vmap(_select)(state.episode.done, fresh, state)
 
     def step(self, state: EnvState, action: jax.Array, key: jax.Array) -> EnvState:
-        keys = jax.random.split(key, self.num_envs)
+        return self.step_each(state, action, jax.random.split(key, self.num_envs))
+
+    def step_each(self, state: EnvState, action: jax.Array, keys: jax.Array) -> EnvState:
+        """`step` with one key per env (see `reset_done_each`)."""
         return jax.vmap(self.env.step)(state, action, keys)
 
     def set_task(self, state: EnvState, task: Task) -> EnvState:

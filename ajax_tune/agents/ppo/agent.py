@@ -153,14 +153,18 @@ class PPO:
             params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp["max_grad_norm"])
             return (params, opt_state), {**metrics, "grad_norm": grad_norm}
 
-        def epoch(carry, k):
+        # Every epoch's shuffle is drawn up front (one batched sort and gather rather than one
+        # per epoch), and the epochs' minibatches run as one scan. The keys are the ones a loop
+        # over epochs would split, so the minibatches are the same.
+        def shuffle(k):
             k_perm, k_loss = jax.random.split(k)
             perm = jax.random.permutation(k_perm, data["mask"].shape[0])
-            shuffled = jax.tree.map(lambda x: x[perm].reshape(cfg.num_minibatches, -1, *x.shape[1:]), data)
-            return jax.lax.scan(minibatch_step, carry, (shuffled, jax.random.split(k_loss, cfg.num_minibatches)))
+            return perm, jax.random.split(k_loss, cfg.num_minibatches)
 
+        perms, loss_keys = jax.vmap(shuffle)(jax.random.split(key, cfg.update_epochs))
+        minibatches = jax.tree.map(lambda x: x[perms].reshape(-1, x.shape[0] // cfg.num_minibatches, *x.shape[1:]), data)
         (params, opt_state), metrics = jax.lax.scan(
-            epoch, (state.params, state.opt_state), jax.random.split(key, cfg.update_epochs))
+            minibatch_step, (state.params, state.opt_state), (minibatches, loss_keys.reshape(-1, *loss_keys.shape[2:])))
         metrics = jax.tree.map(jnp.mean, metrics)
         metrics["lr"] = lr
         return state.replace(params=params, opt_state=opt_state), metrics, signal

@@ -1,0 +1,72 @@
+"""The worker side of the benchmark protocol; imports nothing but the standard library, so it
+runs in every side's interpreter (ours and each peer's venv).
+
+A worker gets its settings as one JSON object in `sys.argv[1]` and prints one line
+`RESULT {...}`. Timing is by wall clock around calls that block until the device is done.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import platform
+import statistics
+import sys
+import time
+
+
+def settings() -> dict:
+    return json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+
+
+def versions(*packages: str) -> dict:
+    out = {"python": platform.python_version()}
+    for name in packages:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def time_call(fn, *args):
+    """(result, wall seconds, CPU seconds of this process) of `fn(*args)`; `fn` must block
+    until its work is done. CPU time (all threads) is the steadier figure on a busy machine."""
+    start, cpu = time.perf_counter(), time.process_time()
+    out = fn(*args)
+    return out, time.perf_counter() - start, time.process_time() - cpu
+
+
+def throughput(first: tuple, runs: list[tuple], env_steps: float, useful_steps: float) -> dict:
+    """The figures every throughput worker reports, from `(wall, cpu)` seconds of the first call
+    and of later runs: `env_steps` and `useful_steps` are per run, summed over seeds; compile
+    time is the first call less a typical later one."""
+    run = statistics.median(t[0] for t in runs)
+    run_cpu = statistics.median(t[1] for t in runs)
+    return {
+        "first_call_s": round(first[0], 4),
+        "run_s": round(run, 4),
+        "run_s_all": [round(t[0], 4) for t in runs],
+        "run_cpu_s": round(run_cpu, 4),
+        "compile_s": round(max(first[0] - run, 0.0), 4),
+        "compile_cpu_s": round(max(first[1] - run_cpu, 0.0), 4),
+        "env_steps": env_steps,
+        "useful_steps": useful_steps,
+        "env_steps_per_s": env_steps / run,
+        "useful_env_steps_per_s": useful_steps / run,
+        "useful_env_steps_per_cpu_s": useful_steps / run_cpu,
+    }
+
+
+def maybe_profile(s: dict, run, *args) -> None:
+    """With `profile_dir` in the settings, run once more under JAX's profiler (a perfetto
+    trace that `xla_profile.py` reads)."""
+    if s.get("profile_dir"):
+        import jax
+
+        with jax.profiler.trace(s["profile_dir"], create_perfetto_trace=True):
+            run(*args)
+
+
+def emit(result: dict) -> None:
+    print("RESULT " + json.dumps(result), flush=True)
