@@ -1,9 +1,10 @@
 """Agents: each supplies init, act and update; the training loop owns everything else."""
 
 from ajax_tune.agents.base import Agent, Clock
+from ajax_tune.agents.dqn import DQN, DQNConfig
 from ajax_tune.agents.ppo import PPO, PPOConfig
 
-AGENTS = {"ppo": (PPO, PPOConfig)}
+AGENTS = {"ppo": (PPO, PPOConfig), "dqn": (DQN, DQNConfig)}
 
 
 def make_agent(name: str, config, observation_space, action_space):
@@ -11,4 +12,4 @@ def make_agent(name: str, config, observation_space, action_space):
     return agent_cls(config, observation_space, action_space)
 
 
-__all__ = ["AGENTS", "Agent", "Clock", "PPO", "PPOConfig", "make_agent"]
+__all__ = ["AGENTS", "Agent", "Clock", "DQN", "DQNConfig", "PPO", "PPOConfig", "make_agent"]
