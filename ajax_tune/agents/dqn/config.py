@@ -26,6 +26,7 @@ class DQNConfig:
     gamma: float = traced(0.99, ge=0.0, le=1.0)
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="target update rate: 1 copies the online network")
     max_grad_norm: float = traced(10.0, gt=0.0)
+    huber_delta: float = traced(100.0, gt=0.0, doc="TD errors beyond it get a constant gradient in the Huber loss")
     epsilon_start: float = traced(1.0, ge=0.0, le=1.0, doc="exploration at the start of the run")
     epsilon_end: float = traced(0.05, ge=0.0, le=1.0, doc="exploration once the decay is over")
     epsilon_decay_fraction: float = traced(0.25, ge=0.0, le=1.0,

@@ -20,12 +20,12 @@ def chosen(q, action):
     return jnp.take_along_axis(q, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
 
 
-def dqn_loss(params, target_params, batch, gamma, q_fn):
+def dqn_loss(params, target_params, batch, gamma, delta, q_fn):
     """Huber loss between Q(obs, action) and the (fixed) double-DQN target, over one batch."""
     q = q_fn(params, batch.obs)
     q_taken = chosen(q, batch.action)
     next_online = jax.lax.stop_gradient(q_fn(params, batch.next_obs))
     next_target = q_fn(target_params, batch.next_obs)
     target = jax.lax.stop_gradient(double_q_target(batch.reward, batch.terminated, next_online, next_target, gamma))
-    loss = jnp.mean(optax.huber_loss(q_taken, target, delta=1.0))
+    loss = jnp.mean(optax.huber_loss(q_taken, target, delta=delta))
     return loss, {"loss/q": loss, "q/mean": jnp.mean(q_taken), "q/max": jnp.max(q)}
