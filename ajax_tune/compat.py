@@ -1,21 +1,137 @@
-"""The private APIs of jax and ray this project relies on, each behind one small function.
+"""Every private API of jax, ray and brax that ajax_tune relies on, in one place.
 
-When a new release moves one, the failure is here, with a message, rather than somewhere deep in
-a trial (tests/test_compat.py checks every function against the installed versions)."""
+None of these is a public, documented interface; each is here because no public one does the
+job. A new version of a library may move or drop any of them: `tests/test_compat.py` calls every
+function below against the installed versions, so such a move fails there, loudly and by name,
+rather than somewhere deep in a training run. When it does, fix the function here.
+
+Nothing is imported at module level: the core layers use this module without importing Ray,
+and the command line without importing JAX.
+"""
 
 from __future__ import annotations
 
-
-def jit_cache_size(jitted) -> int:
-    """Programs compiled so far by a `jax.jit` function (jit's cache size)."""
-    size = getattr(jitted, "_cache_size", None)
-    if not callable(size):
-        raise RuntimeError("jax.jit functions no longer expose _cache_size(); update ajax_tune.compat")
-    return int(size())
+from collections.abc import Callable
+from typing import Any
 
 
-def jax_backends_started() -> bool:
-    """Whether JAX has initialised its backends (after which platform flags no longer apply)."""
-    from jax._src import xla_bridge
+class CompatError(RuntimeError):
+    """An installed library no longer has a private API ajax_tune uses."""
 
-    return bool(xla_bridge.backends_are_initialized())
+
+def _gone(what: str, library: str, error: Exception | None = None) -> CompatError:
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version(library)
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    detail = f" ({type(error).__name__}: {error})" if error else ""
+    return CompatError(f"{what} is not available in {library} {version}{detail}; "
+                       f"ajax_tune.compat must be updated for this version")
+
+
+# -- jax -----------------------------------------------------------------------------------------
+
+
+def jit_cache_size(fn: Callable) -> int:
+    """How many programs a `jax.jit`-wrapped function has compiled: its cache's size.
+
+    Counts recompilations that do not retrace (an argument with another placement or sharding),
+    which counting traces misses. jax exposes it only as the private `_cache_size()`."""
+    cache_size = getattr(fn, "_cache_size", None)
+    if not callable(cache_size):
+        raise _gone("jax.jit(...)._cache_size()", "jax")
+    return int(cache_size())
+
+
+def backends_are_initialized() -> bool:
+    """Whether JAX has started its backends (after which platform and memory settings no
+    longer apply). jax has no public way to ask without starting them."""
+    try:
+        from jax._src import xla_bridge
+
+        return bool(xla_bridge.backends_are_initialized())
+    except (ImportError, AttributeError) as exc:
+        raise _gone("jax._src.xla_bridge.backends_are_initialized()", "jax", exc) from None
+
+
+# -- brax ----------------------------------------------------------------------------------------
+
+
+def brax_env_names() -> list[str]:
+    """The names `brax.envs.get_environment` knows (brax has no public listing)."""
+    try:
+        import brax.envs
+
+        return sorted(brax.envs._envs)  # noqa: SLF001
+    except (ImportError, AttributeError) as exc:
+        raise _gone("brax.envs._envs", "brax", exc) from None
+
+
+# -- ray: W&B logging ----------------------------------------------------------------------------
+#
+# `EnvStepWandbCallback` changes how Ray's W&B callback logs (env steps as the x-axis, rows never
+# dropped after a PBT rewind). Ray offers no hook for that, so it subclasses the logging actor and
+# overrides the callback's actor start; these functions are every point where it touches them.
+
+
+def wandb_logging_actor() -> type:
+    """Ray's W&B logging actor class (`_WandbLoggingActor`): it runs `wandb.init` and logs each
+    queued result with `self._wandb`, which a subclass may replace after `__init__`."""
+    try:
+        from ray.air.integrations import wandb as ray_wandb
+
+        return ray_wandb._WandbLoggingActor  # noqa: SLF001
+    except (ImportError, AttributeError) as exc:
+        raise _gone("ray.air.integrations.wandb._WandbLoggingActor", "ray", exc) from None
+
+
+def wandb_actor_module(actor: Any) -> Any:
+    """The `wandb` module a logging actor calls (its `_wandb`)."""
+    if not hasattr(actor, "_wandb"):
+        raise _gone("the W&B logging actor's `_wandb`", "ray")
+    return actor._wandb  # noqa: SLF001
+
+
+def set_wandb_actor_module(actor: Any, module: Any) -> None:
+    """Make a logging actor call `module` instead of `wandb`."""
+    wandb_actor_module(actor)  # checks the attribute is still there
+    actor._wandb = module  # noqa: SLF001
+
+
+def wandb_clean_config(value: Any) -> Any:
+    """A config value made loggable the way Ray's callback does it (`_clean_log`)."""
+    try:
+        from ray.air.integrations import wandb as ray_wandb
+
+        clean = ray_wandb._clean_log  # noqa: SLF001
+    except (ImportError, AttributeError) as exc:
+        raise _gone("ray.air.integrations.wandb._clean_log", "ray", exc) from None
+    return clean(value)
+
+
+def wandb_callback_has_actor(callback: Any, trial: Any) -> bool:
+    """Whether a `WandbLoggerCallback` has started a logging actor for `trial`."""
+    futures = getattr(callback, "_trial_logging_futures", None)
+    if not isinstance(futures, dict):
+        raise _gone("WandbLoggerCallback._trial_logging_futures", "ray")
+    return trial in futures
+
+
+def wandb_queue_item(kind: str) -> Any:
+    """The marker of a `RESULT`, `CHECKPOINT` or `END` item on a logging actor's queue
+    (`_QueueItem`); what the callback puts there, e.g. for driving an actor in a test."""
+    try:
+        from ray.air.integrations import wandb as ray_wandb
+
+        return ray_wandb._QueueItem[kind]  # noqa: SLF001
+    except (ImportError, AttributeError, KeyError) as exc:
+        raise _gone(f"ray.air.integrations.wandb._QueueItem.{kind}", "ray", exc) from None
+
+
+#: the `WandbLoggerCallback` class attribute naming its logging actor class, and the method that
+#: starts an actor for a trial, `(self, trial, exclude_results, **init_kwargs)`; a subclass sets
+#: and overrides them by these names.
+WANDB_ACTOR_CLASS_ATTR = "_logger_actor_cls"
+WANDB_START_ACTOR_METHOD = "_start_logging_actor"

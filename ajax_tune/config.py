@@ -18,19 +18,19 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-import importlib
 from typing import Any, Callable, Mapping
 
 from ajax_tune.agents import AGENTS
 from ajax_tune.fields import ConfigError, init_only, static, static_values, validate
+from ajax_tune.imports import is_import_path, resolve_import
 from ajax_tune.loop import LoopConfig
 
-__all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_import"]
+__all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_agent", "resolve_import"]
 
 
 @dataclasses.dataclass(frozen=True)
 class EnvConfig:
-    name: str = static("cartpole", doc="a registered env, or brax/<name>")
+    name: str = static("cartpole", doc="a registered env, brax/<name>, gymnax/<id>, or 'module:factory'")
     kwargs: dict = static({}, doc="keyword arguments of the env's constructor")
     task: dict = init_only({}, doc="the task training starts on (fields not given keep their defaults)")
     max_episode_steps: int = static(0, ge=0, doc="time limit; 0: the env's own")
@@ -75,9 +75,8 @@ class Config:
         if not isinstance(agent_values, Mapping):
             raise ConfigError(f"agent must be a mapping, got {agent_values!r}")
         agent_name = agent_values.pop("name", "ppo")
-        if agent_name not in AGENTS:
-            raise ConfigError(f"agent.name must be one of {sorted(AGENTS)}, got {agent_name!r}")
-        agent = parse_section(AGENTS[agent_name][1], agent_values, "agent")
+        _, agent_config = resolve_agent(agent_name)
+        agent = parse_section(agent_config, agent_values, "agent")
         callbacks = config.get("callbacks") or ()
         if not isinstance(callbacks, (list, tuple)):
             raise ConfigError(f"callbacks must be a list, got {callbacks!r}")
@@ -136,24 +135,35 @@ def check_keys(values: Mapping, allowed, prefix: str) -> None:
             raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
 
 
-def resolve_import(spec: Any, what: str) -> Any:
-    """A callable or class given directly or as an importable "module:attribute" string."""
-    if not isinstance(spec, str):
-        return spec
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"{what} must be a callable or a 'module:attribute' string, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{what}: cannot import module {module_name!r} ({exc})") from None
-    try:
-        target = module
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except AttributeError:
-        raise ConfigError(f"{what}: module {module_name!r} has no attribute {attr!r}") from None
-    return target
+def resolve_agent(name: Any) -> tuple[type, type]:
+    """The agent class and its config class named by `agent.name`.
+
+    Built-in agents are listed in `AGENTS`. A user's agent is named by import path,
+    "module:Class", so Tune workers need no registration step; such a class follows the
+    built-ins' contract:
+
+    - `Class.Config` is its config: a frozen dataclass whose fields are declared with
+      `ajax_tune.fields` (`static`, `traced`, `init_only`), checked in `__post_init__` (call
+      `ajax_tune.fields.validate(self, "agent")`), so that the config's `agent` section is
+      parsed and validated like a built-in's and Tune may change its traced fields;
+    - `Class(config, observation_space, action_space)` builds the agent, which implements
+      `ajax_tune.agents.base.Agent`.
+    """
+    if not isinstance(name, str):
+        raise ConfigError(f"agent.name must be a string, got {name!r}")
+    if name in AGENTS:
+        return AGENTS[name]
+    if is_import_path(name):
+        cls = resolve_import(name, "agent.name")
+        config = getattr(cls, "Config", None)
+        if not isinstance(cls, type) or not (isinstance(config, type) and dataclasses.is_dataclass(config)):
+            raise ConfigError(f"agent.name {name!r} must name an agent class whose `Config` attribute is its "
+                              f"config dataclass, got {cls!r}")
+        return cls, config
+    close = difflib.get_close_matches(name, list(AGENTS), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ConfigError(f"agent.name must be one of {sorted(AGENTS)} or a 'module:Class' import path, "
+                      f"got {name!r}{hint}")
 
 
 def resolve_callable(spec: Any, what: str) -> Callable:

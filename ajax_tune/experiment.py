@@ -11,6 +11,7 @@
       num_samples: 8
       search: random            # random (grid_search values expand) | optuna | hyperopt
       scheduler: {name: asha, grace_period: 2, max_t: 12}
+      seed: 0                   # the search's seed, unless its options give one
       max_concurrent_trials: 2
       reuse_actors: false
     stop: {training_iteration: 12}
@@ -23,27 +24,38 @@ Search spaces are written as one-key mappings: `{loguniform: [lo, hi]}`, `{unifo
 `{choice: [a, b, ...]}` and `{grid: [a, b, ...]}`. PBT and PB2 mutations use the same syntax
 (for PBT a plain list is a set of choices; PB2 takes `[lo, hi]` bounds).
 
-Everything is validated before Ray starts: the YAML's own keys, each search space, and the trial
-config, by checking one sample of the space (the first grid value, a draw from each domain).
+`search` and `scheduler` are a name, or a mapping with `name` and the options of that class,
+written inline (`{name: asha, max_t: 12}`) or under `kwargs` (`{name: optuna, kwargs: {seed: 3}}`).
+Both come from one table, `CHOICES`: each name's class, the extra that installs its package, and
+how settings reach it (`tune.seed` and `tune.max_concurrent_trials`, options written as search
+spaces, defaults). Options are checked against the class's own signature, so a misspelt one is
+refused with the nearest valid one (Ray's `create_scheduler` would drop it silently).
+
+Everything is validated before Ray starts: the YAML's own keys, each search space, the search and
+scheduler with their options, and the trial config, by checking one sample of the space (the first
+grid value, a draw from each domain).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
+import importlib.util
+import inspect
 import pathlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
 from ajax_tune.config import ConfigError, check_keys
+from ajax_tune.imports import resolve_import
 
 DOMAINS = {
     "uniform": 2, "loguniform": 2, "quniform": 3, "qloguniform": 3, "randint": 2,
     "choice": None, "grid": None,
 }
-SCHEDULERS = ("none", "asha", "pbt", "pb2")
-SEARCHERS = ("random", "optuna", "hyperopt")
 TOP_LEVEL = ("name", "trial", "tune", "stop", "checkpoint", "failure", "wandb", "storage_path")
 
 
@@ -136,12 +148,81 @@ def has_grid(value: Any) -> bool:
 
 
 @dataclasses.dataclass(frozen=True)
+class TuneChoice:
+    """A search algorithm or scheduler a YAML experiment may name, and how settings reach it."""
+
+    target: str | None  # "module:Class"; None: Tune's default, which takes no options
+    extra: str = ""  # the ajax-tune extra that installs its package ...
+    requires: str = ""  # ... which is this importable module
+    defaults: Mapping = dataclasses.field(default_factory=dict)  # options set unless given
+    required: Mapping = dataclasses.field(default_factory=dict)  # options it needs: option -> what it is
+    spaces: tuple = ()  # options written as search spaces (converted to Tune's)
+    seed: str = ""  # its keyword for `tune.seed`; the option `seed` is accepted as an alias
+    concurrency: str = ""  # its keyword for `tune.max_concurrent_trials`, where Tune would not pass it
+
+
+# Set by other keys of the experiment: never options.
+FROM_EXPERIMENT = {"metric": "tune.metric", "mode": "tune.mode", "space": "the trial's search spaces"}
+BY_ITERATION = {"time_attr": "training_iteration"}
+
+CHOICES: dict[str, dict[str, TuneChoice]] = {
+    "search": {
+        "random": TuneChoice("ray.tune.search.basic_variant:BasicVariantGenerator",
+                             seed="random_state", concurrency="max_concurrent"),
+        "optuna": TuneChoice("ray.tune.search.optuna:OptunaSearch", extra="optuna", requires="optuna",
+                             seed="seed"),
+        "hyperopt": TuneChoice("ray.tune.search.hyperopt:HyperOptSearch", extra="hyperopt", requires="hyperopt",
+                               seed="random_state_seed"),
+    },
+    "scheduler": {
+        "none": TuneChoice(None),
+        "asha": TuneChoice("ray.tune.schedulers:ASHAScheduler", defaults=BY_ITERATION),
+        "pbt": TuneChoice("ray.tune.schedulers:PopulationBasedTraining", defaults=BY_ITERATION,
+                          required={"hyperparam_mutations": "{key: search space or list of values}"},
+                          spaces=("hyperparam_mutations",)),
+        "pb2": TuneChoice("ray.tune.schedulers.pb2:PB2", extra="pb2", requires="sklearn", defaults=BY_ITERATION,
+                          required={"hyperparam_bounds": "{key: [low, high]}"}),
+    },
+}
+DEFAULT_CHOICE = {"search": "random", "scheduler": "none"}
+
+
+def parse_choice(kind: str, value: Any) -> dict:
+    """`tune.search` or `tune.scheduler` as {"name": ..., "kwargs": {...}}, name checked."""
+    where = f"tune.{kind}"
+    if value is None:
+        value = DEFAULT_CHOICE[kind]
+    if isinstance(value, str):
+        name, options = value, {}
+    elif isinstance(value, Mapping):
+        options = dict(value)
+        name = options.pop("name", DEFAULT_CHOICE[kind])
+        where = f"{where}.name"
+        if "kwargs" in options:
+            kwargs = options.pop("kwargs") or {}
+            if not isinstance(kwargs, Mapping):
+                raise ConfigError(f"tune.{kind}.kwargs must be a mapping of options, got {kwargs!r}")
+            if options:
+                raise ConfigError(f"tune.{kind}: give options inline or under kwargs, not both "
+                                  f"(inline: {sorted(options)})")
+            options = dict(kwargs)
+    else:
+        raise ConfigError(f"tune.{kind} must be a name or a mapping with 'name' and options, got {value!r}")
+    names = list(CHOICES[kind])
+    if name not in names:
+        close = difflib.get_close_matches(str(name), names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{where} must be one of {names}, got {name!r}{hint}")
+    return {"name": name, "kwargs": options}
+
+
+@dataclasses.dataclass(frozen=True)
 class TuneSection:
     metric: str = "eval/return_mean"
     mode: str = "max"
     num_samples: int = 1
-    search: str = "random"
-    scheduler: dict = dataclasses.field(default_factory=lambda: {"name": "none"})
+    search: Any = "random"  # a name, or {name: ..., kwargs: {...}} (options may also be inline)
+    scheduler: Any = "none"
     max_concurrent_trials: int = 0
     reuse_actors: bool = False
     seed: int = 0
@@ -168,7 +249,7 @@ class Experiment:
     # -- loading -----------------------------------------------------------------------
 
     @classmethod
-    def load(cls, path: str | pathlib.Path, overrides: list[str] = ()) -> "Experiment":
+    def load(cls, path: str | pathlib.Path, overrides: list[str] = ()) -> Experiment:
         path = pathlib.Path(path)
         if not path.is_file():
             raise ConfigError(f"no config file at {path}")
@@ -182,7 +263,7 @@ class Experiment:
         return cls.from_dict(raw, default_name=path.stem)
 
     @classmethod
-    def from_dict(cls, raw: Any, default_name: str = "experiment") -> "Experiment":
+    def from_dict(cls, raw: Any, default_name: str = "experiment") -> Experiment:
         if not isinstance(raw, Mapping):
             raise ConfigError(f"an experiment must be a mapping with keys {list(TOP_LEVEL)}")
         check_keys(raw, TOP_LEVEL, "")
@@ -196,20 +277,20 @@ class Experiment:
         section = TuneSection(**tune_raw)
         if section.mode not in ("min", "max"):
             raise ConfigError(f"tune.mode must be 'min' or 'max', got {section.mode!r}")
-        if section.search not in SEARCHERS:
-            raise ConfigError(f"tune.search must be one of {list(SEARCHERS)}, got {section.search!r}")
         if not isinstance(section.num_samples, int) or section.num_samples < 1:
             raise ConfigError(f"tune.num_samples must be an integer >= 1, got {section.num_samples!r}")
-        scheduler = section.scheduler if isinstance(section.scheduler, Mapping) else {"name": section.scheduler}
-        if scheduler.get("name", "none") not in SCHEDULERS:
-            raise ConfigError(f"tune.scheduler.name must be one of {list(SCHEDULERS)}, got {scheduler.get('name')!r}")
-        if section.search != "random" and has_grid(trial):
-            raise ConfigError(f"tune.search: {section.search} cannot expand {{grid: ...}}; use choice")
-        if scheduler.get("name") in ("pbt", "pb2") and section.search != "random":
+        for key in ("seed", "max_concurrent_trials"):
+            value = getattr(section, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"tune.{key} must be an integer >= 0, got {value!r}")
+        search, scheduler = parse_choice("search", section.search), parse_choice("scheduler", section.scheduler)
+        if search["name"] != "random" and has_grid(trial):
+            raise ConfigError(f"tune.search: {search['name']} cannot expand {{grid: ...}}; use choice")
+        if scheduler["name"] in ("pbt", "pb2") and search["name"] != "random":
             raise ConfigError(f"tune.search: {scheduler['name']} chooses its own configs; it works with "
-                              f"search: random only, got {section.search!r}")
-        section = dataclasses.replace(section, scheduler=dict(scheduler))
-        build_scheduler(section)  # validates the scheduler's own options without starting anything
+                              f"search: random only, got {search['name']!r}")
+        section = dataclasses.replace(section, search=search, scheduler=scheduler)
+        build_scheduler(section)  # validates the options without starting anything
         build_searcher(section)
 
         ck_raw = dict(raw.get("checkpoint") or {})
@@ -237,12 +318,13 @@ class Experiment:
         from ajax_tune.trainable import AjaxTrainable, trial_dirname
 
         section = self.tune
-        scheduler = build_scheduler(section)
+        search = CHOICES["search"][section.search["name"]]
         tune_config = tune.TuneConfig(
             trial_name_creator=trial_dirname,
             metric=section.metric, mode=section.mode, num_samples=section.num_samples,
-            search_alg=build_searcher(section), scheduler=scheduler,
-            max_concurrent_trials=section.max_concurrent_trials or None,
+            search_alg=build_searcher(section), scheduler=build_scheduler(section),
+            # a search that takes the limit itself has it already; Tune would only warn
+            max_concurrent_trials=None if search.concurrency else section.max_concurrent_trials or None,
             reuse_actors=section.reuse_actors, trial_dirname_creator=trial_dirname,
         )
         run_config = tune.RunConfig(
@@ -262,54 +344,65 @@ class Experiment:
 
 
 def build_scheduler(section: TuneSection):
-    options = dict(section.scheduler)
-    name = options.pop("name", "none")
-    if name == "none":
-        if options:
-            raise ConfigError(f"tune.scheduler: 'none' takes no options, got {sorted(options)}")
-        return None
-    from ray.tune import schedulers
-
-    options.setdefault("time_attr", "training_iteration")
-    try:
-        if name == "asha":
-            return schedulers.ASHAScheduler(**options)
-        if name == "pbt":
-            mutations = options.pop("hyperparam_mutations", None)
-            if not mutations:
-                raise ConfigError("tune.scheduler: pbt needs hyperparam_mutations")
-            return schedulers.PopulationBasedTraining(hyperparam_mutations=to_tune(parse_spaces(mutations, "hyperparam_mutations")), **options)
-        if name == "pb2":
-            bounds = options.pop("hyperparam_bounds", None)
-            if not bounds:
-                raise ConfigError("tune.scheduler: pb2 needs hyperparam_bounds ({key: [low, high]})")
-            from ray.tune.schedulers.pb2 import PB2
-
-            return PB2(hyperparam_bounds=bounds, **options)
-    except TypeError as exc:
-        raise ConfigError(f"tune.scheduler ({name}): {exc}") from None
-    except (ImportError, RuntimeError) as exc:  # PB2 raises RuntimeError without scikit-learn
-        raise ConfigError(f"tune.scheduler ({name}) needs an extra package ({exc}); "
-                          f"pip install 'ajax-tune[{name}]'") from None
-    raise ConfigError(f"tune.scheduler.name must be one of {list(SCHEDULERS)}, got {name!r}")
+    """The Tune scheduler `tune.scheduler` names, with its options (None: Tune's default)."""
+    return build_choice("scheduler", parse_choice("scheduler", section.scheduler), section)
 
 
 def build_searcher(section: TuneSection):
-    if section.search == "random":
+    """The Tune search algorithm `tune.search` names, with its options and seed."""
+    return build_choice("search", parse_choice("search", section.search), section)
+
+
+def build_choice(kind: str, spec: Mapping, section: TuneSection):
+    name, options = spec["name"], dict(spec["kwargs"])
+    choice, where = CHOICES[kind][name], f"tune.{kind} ({name})"
+    if choice.target is None:
+        if options:
+            raise ConfigError(f"tune.{kind}: {name!r} takes no options, got {sorted(options)}")
         return None
+    if choice.requires and importlib.util.find_spec(choice.requires) is None:
+        raise ConfigError(f"{where} needs the {choice.requires!r} package; pip install 'ajax-tune[{choice.extra}]'")
+    cls = resolve_import(choice.target, where)
+    accepted = option_names(cls)
+    taken = {k: v for k, v in FROM_EXPERIMENT.items() if k in accepted}
+    if choice.concurrency:
+        taken[choice.concurrency] = "tune.max_concurrent_trials"
+    if choice.seed:
+        taken[choice.seed] = "tune.seed or the option 'seed'"
+        if "seed" in options and choice.seed != "seed":
+            if choice.seed in options:
+                raise ConfigError(f"{where}: give the seed once, as 'seed' or {choice.seed!r}")
+            options[choice.seed] = options.pop("seed")
+    for key in options:
+        if key in taken and key != choice.seed:
+            raise ConfigError(f"{where}: {key!r} is not an option here; it is set by {taken[key]}")
+        if key not in accepted:
+            valid = [k for k in accepted if k not in taken] + (["seed"] if choice.seed else [])
+            close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{where}: unknown option {key!r}{hint} Options: {', '.join(valid)}")
+    kwargs = {**choice.defaults, **options}
+    for key, what in choice.required.items():
+        if not kwargs.get(key):
+            raise ConfigError(f"{where} needs the option {key} ({what})")
+    for key in choice.spaces:
+        if key in kwargs:
+            kwargs[key] = to_tune(parse_spaces(kwargs[key], f"tune.{kind}.{key}"))
+    if choice.seed:
+        kwargs.setdefault(choice.seed, section.seed)
+    if choice.concurrency and section.max_concurrent_trials:
+        kwargs[choice.concurrency] = section.max_concurrent_trials
     try:
-        if section.search == "optuna":
-            from ray.tune.search.optuna import OptunaSearch
+        return cls(**kwargs)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise ConfigError(f"{where}: {exc}".splitlines()[0]) from None
 
-            return OptunaSearch(seed=section.seed)
-        if section.search == "hyperopt":
-            from ray.tune.search.hyperopt import HyperOptSearch
 
-            return HyperOptSearch(random_state_seed=section.seed)
-    except (ImportError, AssertionError) as exc:
-        raise ConfigError(f"tune.search: {section.search} needs its package ({exc}); "
-                          f"pip install 'ajax-tune[{section.search}]'") from None
-    raise ConfigError(f"tune.search must be one of {list(SEARCHERS)}")
+def option_names(cls) -> list[str]:
+    """The keyword arguments `cls` takes, from its signature. Every class in `CHOICES` names all
+    of its options (no **kwargs), so this is the whole list (tests/test_compat.py checks it)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [n for n, p in inspect.signature(cls).parameters.items() if p.kind in kinds]
 
 
 # -- overrides -----------------------------------------------------------------------------------

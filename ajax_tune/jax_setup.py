@@ -15,6 +15,8 @@ import pathlib
 
 import jax
 
+from ajax_tune import compat
+
 logger = logging.getLogger(__name__)
 
 CACHE_ENV = "AJAX_TUNE_COMPILATION_CACHE"
@@ -25,9 +27,7 @@ def default_cache_dir() -> str:
 
 
 def backend_started() -> bool:
-    from jax._src import xla_bridge
-
-    return xla_bridge.backends_are_initialized()
+    return compat.backends_are_initialized()
 
 
 def configure_jax(cpus: float = 1.0, gpus: float = 0.0, cache_dir: str | None = None) -> dict[str, str]:

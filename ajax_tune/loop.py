@@ -101,7 +101,6 @@ class TrainLoop:
                 f"{lower + self.steps_per_update}"
             )
         self.updates_per_call = budget // self.steps_per_update
-        self.device = jax.devices()[0]
         self._evaluate = make_evaluate(agent, self.env, config.eval_episodes)
         self.traces = 0
         # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
@@ -135,6 +134,13 @@ class TrainLoop:
         Counted from jit's own cache, which also sees recompilations without a retrace (an
         argument with another placement), and never fewer than the traces."""
         return max(self.traces, compat.jit_cache_size(self._train))
+
+    @property
+    def device(self):
+        """Where states live: JAX's default device. Looked up on first use, not when the loop is
+        built, so that validating a config never starts JAX's backends (a driver that has
+        started them warns at every fork Ray makes)."""
+        return jax.devices()[0]
 
     def timestep(self, state: TrainState) -> int:
         return int(np.asarray(state.iteration).reshape(-1)[0]) * self.steps_per_update

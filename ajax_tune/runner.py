@@ -16,9 +16,8 @@ import jax
 import numpy as np
 
 from ajax_tune import checkpoint
-from ajax_tune.agents import make_agent
 from ajax_tune.checkpoint import CheckpointError
-from ajax_tune.config import Config, ConfigError, resolve_callable
+from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
 from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import flatten_task, task_to_jax
@@ -216,12 +215,13 @@ class Runner:
 def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     try:
         env = make_env(cfg.env.name, **cfg.env.kwargs)
-    except KeyError as exc:
+    except (KeyError, ImportError) as exc:
         raise ConfigError(f"env.name: {exc.args[0]}") from None
     except TypeError as exc:
         raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
     wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
-    agent = make_agent(cfg.agent_name, cfg.agent, env.observation_space, env.action_space)
+    agent_cls, _ = resolve_agent(cfg.agent_name)
+    agent = agent_cls(cfg.agent, env.observation_space, env.action_space)
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
         check_run(cfg.train)

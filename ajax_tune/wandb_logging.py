@@ -24,9 +24,9 @@ from ray.air.integrations.wandb import (
     WANDB_GROUP_ENV_VAR,
     WANDB_MODE_ENV_VAR,
     WandbLoggerCallback,
-    _clean_log,
-    _WandbLoggingActor,
 )
+
+from ajax_tune import compat
 
 logger = logging.getLogger(__name__)
 
@@ -54,13 +54,13 @@ class _EnvStepWandb:
         self._wandb.log(data, **kwargs)
 
 
-class _EnvStepLoggingActor(_WandbLoggingActor):
+class _EnvStepLoggingActor(compat.wandb_logging_actor()):
     def __init__(self, *args, **kwargs):
         # The actor runs in a Ray worker started before the caller set WANDB_* variables
         # (WANDB_SILENT, WANDB_CACHE_DIR, ...): apply the driver's values here.
         os.environ.update(kwargs.pop(_ACTOR_ENV, {}))
         super().__init__(*args, **kwargs)
-        self._wandb = _EnvStepWandb(self._wandb)
+        compat.set_wandb_actor_module(self, _EnvStepWandb(compat.wandb_actor_module(self)))
 
 
 class EnvStepWandbCallback(WandbLoggerCallback):
@@ -76,7 +76,7 @@ class EnvStepWandbCallback(WandbLoggerCallback):
     (`offline-run-<time>-<trial id>` under it when offline).
     """
 
-    _logger_actor_cls = _EnvStepLoggingActor
+    _logger_actor_cls = _EnvStepLoggingActor  # compat.WANDB_ACTOR_CLASS_ATTR
 
     def __init__(self, project: str = "ajax-tune", group: str | None = None, mode: str | None = None, **kwargs):
         explicit = mode or os.environ.get(WANDB_MODE_ENV_VAR)
@@ -99,13 +99,13 @@ class EnvStepWandbCallback(WandbLoggerCallback):
         elif not self.group:
             self.group = os.environ.get(WANDB_GROUP_ENV_VAR)
 
-    def _start_logging_actor(self, trial, exclude_results, **init_kwargs) -> None:
-        if trial in self._trial_logging_futures:
+    def _start_logging_actor(self, trial, exclude_results, **init_kwargs) -> None:  # compat.WANDB_START_ACTOR_METHOD
+        if compat.wandb_callback_has_actor(self, trial):
             return  # a restarted trial keeps its actor (and run)
         config = init_kwargs.get("config", {})
         if "callbacks" in trial.config and "callbacks" not in self.excludes:
             # Ray drops a "callbacks" key (RLlib's callback class); ours are curriculum specs
-            init_kwargs["config"] = {**config, "callbacks": _clean_log(trial.config["callbacks"])}
+            init_kwargs["config"] = {**config, "callbacks": compat.wandb_clean_config(trial.config["callbacks"])}
         if not init_kwargs.get("dir"):
             init_kwargs["dir"] = _trial_dir(trial)
         os.makedirs(init_kwargs["dir"], exist_ok=True)

@@ -91,11 +91,13 @@ def ladder(levels=12):
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
 parser.add_argument("--storage-path", default="./results")
+parser.add_argument("--address", help="join a running Ray cluster (e.g. 'auto') instead of starting one")
 parser.add_argument("--builtin", action="store_true", help="use ThresholdCurriculum instead")
 args = parser.parse_args()
 patience = 1 if args.smoke else 2  # evaluations in a row at or above the threshold
 
-ray.init(num_cpus=2, include_dashboard=False)
+local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
+ray.init(address=args.address, **local_ray)
 
 if args.builtin:
     curriculum = {"class": "ajax_tune.curriculum:ThresholdCurriculum",

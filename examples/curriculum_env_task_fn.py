@@ -52,6 +52,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
     parser.add_argument("--storage-path", default="./results")
+    parser.add_argument("--address", help="join a running Ray cluster (e.g. 'auto') instead of starting one")
     parser.add_argument("--by-name", action="store_true",
                         help="name the env_task_fn as 'module:function' instead of passing the function")
     args = parser.parse_args()
@@ -63,13 +64,14 @@ def main():
     from ajax_tune.trainable import trial_dirname
 
     here = pathlib.Path(__file__).resolve().parent
+    local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
     if args.by_name:
         # Workers import "curriculum_env_task_fn" from this directory.
         pythonpath = os.pathsep.join(p for p in (str(here), os.environ.get("PYTHONPATH", "")) if p)
-        ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+        ray.init(address=args.address, runtime_env={"env_vars": {"PYTHONPATH": pythonpath}}, **local_ray)
         env_task_fn = "curriculum_env_task_fn:grow_corridor"
     else:
-        ray.init(num_cpus=2, include_dashboard=False)
+        ray.init(address=args.address, **local_ray)
         env_task_fn = grow_corridor  # sent to the worker by value
 
     iterations = 8 if args.smoke else 12

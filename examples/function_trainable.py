@@ -69,10 +69,12 @@ def train_corridor(config):
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
 parser.add_argument("--storage-path", default="./results")
+parser.add_argument("--address", help="join a running Ray cluster (e.g. 'auto') instead of starting one")
 parser.add_argument("--crash-at", type=int, default=3, help="crash the first attempt after N iterations; 0: never")
 args = parser.parse_args()
 
-ray.init(num_cpus=2, include_dashboard=False)
+local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
+ray.init(address=args.address, **local_ray)
 ajax_config = {
     "env": {"name": "corridor", "kwargs": {"max_length": MAX_LENGTH, "max_episode_steps": 40},
             "task": {"length": 4}},

@@ -33,9 +33,11 @@ from ajax_tune.trainable import trial_dirname
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
 parser.add_argument("--storage-path", default="./results")
+parser.add_argument("--address", help="join a running Ray cluster (e.g. 'auto') instead of starting one")
 args = parser.parse_args()
 
-ray.init(num_cpus=2, include_dashboard=False)
+local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
+ray.init(address=args.address, **local_ray)
 
 peaks = [3e-5, 1e-4, 3e-4, 1e-3]  # four trials, started low: PBT moves them where learning is faster
 iterations, interval, unroll = (8, 2, 32) if args.smoke else (24, 3, 128)

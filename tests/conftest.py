@@ -16,6 +16,16 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 import pytest  # noqa: E402
 
 TESTS_DIR = pathlib.Path(__file__).resolve().parent
+SLOW_MODULES = {"test_examples.py"}  # each test runs a script in its own process, with its own Ray
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark `slow` every test that starts Ray (uses the `ray_session` fixture) or spawns processes,
+    so that `pytest -m "not slow"` is the fast loop; tests that train to a return threshold carry
+    the mark themselves. Plain `pytest` runs everything."""
+    for item in items:
+        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

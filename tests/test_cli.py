@@ -55,6 +55,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     assert message in err
 
 
+@pytest.mark.slow  # spawns the console script six times
 def test_console_script_help_and_bad_config_without_traceback(tmp_path):
     exe = pathlib.Path(sys.executable).parent / "ajax-tune"
     out = subprocess.run([exe, "--help"], capture_output=True, text=True)

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ajax_tune.compat import jit_cache_size
 from ajax_tune.envs import EpisodeWrapper, TaskError, VecEnv, make_env
 from ajax_tune.envs.base import task_to_jax
 
@@ -132,7 +133,7 @@ def test_rollout_with_new_tasks_compiles_once():
         returns.append(np.asarray(rewards).sum(0))
         np.testing.assert_array_equal(np.asarray(state.episode.step), np.broadcast_to(task["length"], (4,)))
     assert len(traces) == 1
-    assert rollout._cache_size() == 1
+    assert jit_cache_size(rollout) == 1
     assert all(r.tolist() == [1.0] * 4 for r in returns)
 
 

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ajax_tune.compat import jit_cache_size
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.base import task_to_jax
 
@@ -422,22 +423,22 @@ def test_task_changes_dynamics_without_recompiling():
         return np.asarray(physics[0])
 
     CARTPOLE_STEP(start, push, _keys(1), DEFAULT_CARTPOLE_TASK)
-    compiled = CARTPOLE_STEP._cache_size()
+    compiled = jit_cache_size(CARTPOLE_STEP)
     default, strong = after({}), after({"force_mag": 20.0})
     assert strong[0] > 1.5 * default[0] > 0
     # Balanced pushes leave gravity to topple the pole.
     short, long = after({"pole_length": 0.2}, alternate=True), after({"pole_length": 1.0}, alternate=True)
     assert short[2] > 1.5 * long[2] > 0.05
-    assert CARTPOLE_STEP._cache_size() == compiled
+    assert jit_cache_size(CARTPOLE_STEP) == compiled
 
     state = jnp.array([[1.0, 0.0]], jnp.float32)
     torque = jnp.full((1, 1), 2.0, jnp.float32)
     weak = task_to_jax(PENDULUM.validate_task({"max_torque": 0.5}))
     _, r_default, _, p_default = PENDULUM_STEP(state, torque, _keys(1), DEFAULT_PENDULUM_TASK)
-    compiled = PENDULUM_STEP._cache_size()
+    compiled = jit_cache_size(PENDULUM_STEP)
     _, r_weak, _, p_weak = PENDULUM_STEP(state, torque, _keys(1), weak)
     _, r_half, _, p_half = PENDULUM_STEP(state, torque / 4, _keys(1), DEFAULT_PENDULUM_TASK)
     assert float(p_weak[0, 1]) < float(p_default[0, 1])
     np.testing.assert_array_equal(p_weak, p_half)  # clipped to 0.5 inside the dynamics
     np.testing.assert_array_equal(r_weak, r_half)
-    assert PENDULUM_STEP._cache_size() == compiled
+    assert jit_cache_size(PENDULUM_STEP) == compiled

@@ -1,6 +1,6 @@
 """Every example runs end to end with `--smoke` and prints a `RESULT {json}` line that says it
-did what it shows. Each runs in its own process (its own Ray), sharing the JAX compilation
-cache with the test session."""
+did what it shows. Each runs in its own process and joins the test session's Ray (`--address`)
+rather than starting one of its own; all share the JAX compilation cache with the test session."""
 
 import json
 import os
@@ -11,12 +11,18 @@ import sys
 import pytest
 
 EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
-TIMEOUT_S = 300  # a smoke run takes 10-30 s; this only turns a hang into a failure
+TIMEOUT_S = 540  # a smoke run takes 10-30 s; this only turns a hang into a failure (before pytest's 600 s)
 
 
-def run_example(name, tmp_path, *extra):
+@pytest.fixture
+def ray_address(ray_session):
+    return ray_session.get_runtime_context().gcs_address
+
+
+def run_example(name, tmp_path, address, *extra):
     env = dict(os.environ, JAX_PLATFORMS="cpu")  # AJAX_TUNE_COMPILATION_CACHE is inherited
-    command = [sys.executable, str(EXAMPLES / name), "--smoke", "--storage-path", str(tmp_path), *extra]
+    command = [sys.executable, str(EXAMPLES / name), "--smoke", "--storage-path", str(tmp_path), "--address", address,
+               *extra]
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{name} exited with {proc.returncode}:\n{output[-6000:]}"
@@ -25,8 +31,8 @@ def run_example(name, tmp_path, *extra):
     return json.loads(lines[0][len("RESULT "):])
 
 
-def test_tune_search(tmp_path):
-    result = run_example("tune_search.py", tmp_path)
+def test_tune_search(tmp_path, ray_address):
+    result = run_example("tune_search.py", tmp_path, ray_address)
     assert len(result["returns"]) == 4
     assert result["best_return"] == max(result["returns"])
     assert 1e-4 <= result["best_config"]["lr"] <= 1e-2 and 0 <= result["best_config"]["ent_coef"] <= 0.02
@@ -35,33 +41,33 @@ def test_tune_search(tmp_path):
     assert result["max_compilations"] == 1  # reuse_actors: later trials reused the compiled program
 
 
-def test_curriculum_env_task_fn(tmp_path):
+def test_curriculum_env_task_fn(tmp_path, ray_address):
     # (the function by import path, the --by-name variant, is what tests/test_tune.py uses)
-    result = run_example("curriculum_env_task_fn.py", tmp_path)
+    result = run_example("curriculum_env_task_fn.py", tmp_path, ray_address)
     tasks = result["curriculum"]["tasks"]
     assert tasks[0] == 4 and tasks[-1] > tasks[0]
     assert all(b - a in (0, 4) for a, b in zip(tasks, tasks[1:]))  # grown 4 cells at a time, never shrunk
     assert result["curriculum"]["compilations"] == 1  # a new task is data, not a new program
 
 
-def test_curriculum_callback(tmp_path):
-    result = run_example("curriculum_callback.py", tmp_path)
+def test_curriculum_callback(tmp_path, ray_address):
+    result = run_example("curriculum_callback.py", tmp_path, ray_address)
     assert result["curriculum"] == "ReachCurriculum"
     assert result["final_level"] >= 1
     assert result["final_task"]["distance"] > result["first_task"]["distance"]
     assert result["final_task"]["radius"] < result["first_task"]["radius"]
 
 
-def test_function_trainable(tmp_path):
-    result = run_example("function_trainable.py", tmp_path)
+def test_function_trainable(tmp_path, ray_address):
+    result = run_example("function_trainable.py", tmp_path, ray_address)
     assert result["resumed_from"] == 3  # crashed on purpose after iteration 3, restored from its checkpoint
     assert result["iterations"] == 6 and result["env_steps"] == 6 * 512  # and carried on to the end
     assert result["final_length"] > 4  # the curriculum between train() calls grew the corridor
     assert result["checkpoint"] and pathlib.Path(result["checkpoint"]).is_dir()
 
 
-def test_pbt_lr_schedule(tmp_path):
-    result = run_example("pbt_lr_schedule.py", tmp_path)
+def test_pbt_lr_schedule(tmp_path, ray_address):
+    result = run_example("pbt_lr_schedule.py", tmp_path, ray_address)
     assert len(result["trials"]) == 4
     assert result["max_compilations"] == 1
     assert result["exploits"] >= 1
@@ -71,9 +77,13 @@ def test_pbt_lr_schedule(tmp_path):
     assert any(trial["schedules"] > 1 for trial in result["trials"].values())  # an exploit changed a schedule
 
 
-def test_custom_env(tmp_path):
-    result = run_example("custom_env.py", tmp_path)
+def test_custom_env(tmp_path, ray_address):
+    result = run_example("custom_env.py", tmp_path, ray_address)
+    assert result["trial_env"] == "custom_env:TargetTracking"  # by import path: no register call in workers
     assert result["trained_return"] > result["first_return"]
+    assert result["trial_compilations"] == 1
+    # the registered name rebuilt the same env: the trial's checkpoint restored and training went on
+    assert result["final_env_steps"] == result["resumed_at"] + 2 * 16 * 32 * 4
     assert result["final_task"]["target_speed"] == pytest.approx(0.05)
     assert result["compilations"] == 1
     assert (tmp_path / "custom_env" / "checkpoint" / "ajax_tune.json").exists()

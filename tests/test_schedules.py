@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from ajax_tune.compat import jit_cache_size
 from ajax_tune.schedules import KINDS, Schedule, learning_rate
 
 H = 1000.0
@@ -29,7 +30,7 @@ def test_schedule_values(kind, points):
 def test_all_kinds_share_one_compiled_function():
     f = jax.jit(learning_rate)
     values = [float(f(Schedule(kind=k, peak=2.0).to_params(), 300.0, H)) for k in KINDS]
-    assert f._cache_size() == 1
+    assert jit_cache_size(f) == 1
     assert len(set(values)) >= 3  # the kinds really differ
 
 

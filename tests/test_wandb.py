@@ -13,10 +13,9 @@ import time
 import pytest
 from helpers import corridor_config
 from ray import tune
-from ray.air.integrations.wandb import _QueueItem, _WandbLoggingActor
 from wandb.proto import wandb_internal_pb2
 
-from ajax_tune import AjaxTrainable
+from ajax_tune import AjaxTrainable, compat
 from ajax_tune.trainable import trial_dirname
 from ajax_tune.wandb_logging import _EnvStepLoggingActor, wandb_callback
 
@@ -25,29 +24,32 @@ LEVELS = {"length": [4, 8, 12, 16]}
 BLOCK, HEADER = 32768, 7
 
 
-def read_offline_run(run_dir: pathlib.Path, timeout: float = 60.0) -> tuple[dict, list[dict], list]:
+def read_offline_run(run_dir: pathlib.Path, wait_s: float = 60.0) -> tuple[dict, list[dict], list]:
     """(config, history rows, metric definitions) of one offline run directory.
 
-    wandb's core process may still be writing when `finish()` has returned: read again until
-    the run's exit record is there."""
-    deadline = time.monotonic() + timeout
+    `wandb.finish()` can return before W&B's writer has flushed the file, so this waits (up to
+    `wait_s`) for the run's closing `exit` record."""
+    deadline = time.monotonic() + wait_s
     while True:
-        config, rows, metrics, finished = _decode_run(run_dir)
-        if finished or time.monotonic() > deadline:
+        (path,) = run_dir.glob("*.wandb")
+        config, rows, metrics, complete = _decode(path)
+        if complete or time.monotonic() > deadline:
+            assert complete, f"{path} has no exit record after {wait_s} s"
             return config, rows, metrics
         time.sleep(0.2)
 
 
-def _decode_run(run_dir: pathlib.Path):
-    (path,) = run_dir.glob("*.wandb")
+def _decode(path: pathlib.Path) -> tuple[dict, list[dict], list, bool]:
     data = path.read_bytes()
-    assert data[:4] == b":W&B", f"{path} is not a W&B run file"
-    config, rows, metrics, pos, chunk, finished = {}, [], [], HEADER, b"", False
+    assert data[:4] == b":W&B" or len(data) <= HEADER, f"{path} is not a W&B run file"
+    config, rows, metrics, pos, chunk, complete = {}, [], [], HEADER, b"", False
     while pos + HEADER <= len(data):
         if BLOCK - pos % BLOCK < HEADER:  # a block's zero-padded tail
             pos += BLOCK - pos % BLOCK
             continue
         _, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
+        if pos + HEADER + length > len(data):
+            break  # a record still being written
         chunk += data[pos + HEADER:pos + HEADER + length]
         pos += HEADER + length
         if kind not in (1, 4):  # FIRST or MIDDLE of a record spanning blocks
@@ -63,8 +65,8 @@ def _decode_run(run_dir: pathlib.Path):
         elif which == "metric":
             metrics.append(record.metric)
         elif which == "exit":
-            finished = True
-    return config, rows, metrics, finished
+            complete = True
+    return config, rows, metrics, complete
 
 
 def same(a, b) -> bool:
@@ -136,7 +138,7 @@ class ListQueue:
 
 def log_in_process(actor_cls, results, directory: pathlib.Path, run_id: str):
     """The logging actor's `run`, in this process, fed a fixed queue."""
-    items = [(_QueueItem.RESULT, r) for r in results] + [(_QueueItem.END, None)]
+    items = [(compat.wandb_queue_item("RESULT"), r) for r in results] + [(compat.wandb_queue_item("END"), None)]
     actor = actor_cls(logdir=str(directory), queue=ListQueue(items), exclude=["done"], to_config=["trial_id"],
                       id=run_id, name=run_id, project="ajax-tune-test", mode="offline", dir=str(directory),
                       reinit=True, resume=False, allow_val_change=True, config={"agent": {"lr": 1e-3}})
@@ -162,5 +164,5 @@ def test_pbt_rewinds_drop_no_row_and_mutations_reach_the_config(wandb_env, tmp_p
 
     # what this fixes: Ray's actor logs at step=training_iteration; W&B drops the rewound row and
     # merges the next into the pre-exploit row of the same step (wandb 0.31: env_steps 1, 2, 4 x BUDGET)
-    _, ray_rows, _ = log_in_process(_WandbLoggingActor, results, tmp_path, "ray")
+    _, ray_rows, _ = log_in_process(compat.wandb_logging_actor(), results, tmp_path, "ray")
     assert len(ray_rows) < len(results)

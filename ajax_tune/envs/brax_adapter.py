@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from brax.base import System
 
+from ajax_tune import compat
 from ajax_tune.envs.base import Env, EnvState, Task, TaskField
 
 
@@ -84,7 +85,7 @@ class BraxEnv(Env):
         try:
             env = brax.envs.get_environment(brax_name, **brax_kwargs)
         except KeyError:
-            known = ", ".join(sorted(brax.envs._envs))  # noqa: SLF001 - brax has no public listing
+            known = ", ".join(compat.brax_env_names())
             raise KeyError(f"unknown brax env {brax_name!r}; brax has: {known}") from None
         if not isinstance(getattr(env, "sys", None), System):
             raise TypeError(f"brax/{brax_name}: task hooks need a brax PipelineEnv with a `sys`, got {type(env).__name__}")

@@ -1,0 +1,242 @@
+"""Any gymnax environment as an `Env`, with its `EnvParams` as the task.
+
+gymnax already keeps an env's settings apart from its state, in `EnvParams`; here they become
+the task, so every gymnax env is curriculum-ready without code:
+
+- Task fields: every numeric field of `EnvParams` holding a scalar or a small array (at most
+  `MAX_FIELD_SIZE` values), with gymnax's default, except `max_steps_in_episode` (a time limit,
+  which `EpisodeWrapper` owns) and fields the env uses as Python constants (a shape, a branch
+  taken while tracing): those are found by tracing the env with each field as an array, and
+  kept at their default. Boolean fields are switches, not difficulties, and stay as they are.
+- Bounds, by one rule, as a guard against typos rather than a statement of physics: a field
+  may range from a tenth to ten times its default (for a negative default, from ten times to a
+  tenth of it; for a default of 0, over [-1, 1]); integer bounds are rounded inwards. An array
+  field takes the widest such range over its elements. `task_bounds={"field": [low, high]}`
+  replaces the rule for a field (gravity 0 in CartPole, say).
+- Episodes: our `EpisodeWrapper` owns time limits and resets, so the adapter calls gymnax's
+  non-resetting `step_env`, never `step` (which resets on the spot). `terminated` is the env's
+  natural end only: gymnax 1.x reports it apart from the time limit; gymnax 0.x folded
+  `state.time >= max_steps_in_episode` into `done`, so there the flag comes from the same step
+  with that limit out of reach (XLA shares the two calls' work). The time limit is gymnax's
+  `max_steps_in_episode` unless `max_episode_steps` is given, and `EnvParams` carries the same
+  value (a few envs read it, e.g. to show the time left).
+- Spaces are gymnasium's, taken from the default params: a Discrete action space stays
+  Discrete, a Box stays a float32 Box. Observations are flattened to float32 vectors, as the
+  agents here take vectors (a discrete observation becomes a one-hot vector).
+
+The step key goes to `step_env` unchanged, so from the same state, key and params the adapter
+steps exactly as gymnax does.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnax.environments import environment as gymnax_environment
+from gymnax.environments import spaces as gymnax_spaces
+
+from ajax_tune.envs.base import Env, EnvState, Task, TaskField
+
+MAX_FIELD_SIZE = 16  # larger arrays in EnvParams are data (a maze, a table), not knobs
+TIME_LIMIT_FIELD = "max_steps_in_episode"
+NEVER = int(np.iinfo(np.int32).max)  # a time limit no episode reaches
+FOLDS_TIME_LIMIT = not hasattr(gymnax_environment.Environment, "is_truncated")  # gymnax < 1.0
+
+
+def default_bounds(default: np.ndarray) -> tuple[float, float]:
+    """The range a task field may take, from its default (see the module docstring)."""
+    lows, highs = [], []
+    for d in np.asarray(default, np.float64).reshape(-1):
+        if d > 0:
+            low, high = d / 10, d * 10
+        elif d < 0:
+            low, high = d * 10, d / 10
+        else:
+            low, high = -1.0, 1.0
+        lows.append(low)
+        highs.append(high)
+    low, high = min(lows), max(highs)
+    if np.issubdtype(np.asarray(default).dtype, np.integer):
+        low, high = math.ceil(low), math.floor(high)
+    return float(low), float(high)
+
+
+class GymnaxEnv(Env):
+    """`gymnax.make(gymnax_id, **gymnax_kwargs)`, or a gymnax environment object, as an `Env`.
+
+    Its dynamic state is gymnax's `EnvState`, kept whole in `EnvState.physics`.
+    """
+
+    #: gymnax < 1.0 folds the time limit into `step_env`'s `done`
+    folds_time_limit: bool = FOLDS_TIME_LIMIT
+
+    def __init__(
+        self,
+        gymnax_id: str | gymnax_environment.Environment,
+        max_episode_steps: int | None = None,
+        task_bounds: Mapping[str, Sequence[float]] | None = None,
+        **gymnax_kwargs,
+    ):
+        if isinstance(gymnax_id, str):
+            if gymnax_id not in gymnax.registered_envs:
+                close = difflib.get_close_matches(gymnax_id, gymnax.registered_envs, n=1)
+                hint = f"; did you mean 'gymnax/{close[0]}'?" if close else ""
+                raise KeyError(f"unknown gymnax env {gymnax_id!r}{hint} gymnax has: "
+                               f"{', '.join(gymnax.registered_envs)}")
+            env, params = gymnax.make(gymnax_id, **gymnax_kwargs)
+        else:
+            if gymnax_kwargs:
+                raise TypeError(f"keyword arguments {sorted(gymnax_kwargs)} are for gymnax.make; "
+                                f"this env is already built")
+            env, params = gymnax_id, gymnax_id.default_params
+            gymnax_id = env.name
+        self.name = f"gymnax/{gymnax_id}"
+        self.gymnax_env = env
+        default_limit = int(getattr(params, TIME_LIMIT_FIELD))
+        self.max_episode_steps = int(max_episode_steps or default_limit)
+        self.params = params.replace(**{TIME_LIMIT_FIELD: self.max_episode_steps})
+
+        self.action_space = _action_space(env.action_space(params), self.name)
+        self._obs_space = env.observation_space(params)
+        self.observation_space = _observation_space(self._obs_space, self.name)
+        self.task_spec = self._task_spec(task_bounds or {})
+
+    # -- the task ------------------------------------------------------------------------
+
+    def _task_spec(self, bounds: Mapping[str, Sequence[float]]) -> dict[str, TaskField]:
+        candidates = {}
+        for name in type(self.params).__dataclass_fields__:
+            if name == TIME_LIMIT_FIELD:
+                continue
+            value = getattr(self.params, name)
+            if isinstance(value, (bool, np.bool_)):
+                continue
+            try:
+                arr = np.asarray(value)
+            except Exception:  # objects that are not arrays
+                continue
+            if arr.dtype.kind in "iuf" and arr.size <= MAX_FIELD_SIZE:
+                candidates[name] = arr
+        traceable = self._traceable(candidates)
+        unknown = sorted(set(bounds) - set(traceable))
+        if unknown:
+            close = difflib.get_close_matches(unknown[0], list(traceable), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{self.name}: task_bounds names {unknown}, which are not task fields{hint} "
+                             f"Task fields: {', '.join(traceable) or 'none'}")
+        spec = {}
+        for name in traceable:
+            default = candidates[name]
+            low, high = bounds[name] if name in bounds else default_bounds(default)
+            if not low <= default.min() <= default.max() <= high:
+                raise ValueError(f"{self.name}: task_bounds for {name!r} are [{low}, {high}], which leave out "
+                                 f"its default {default.tolist()}")
+            spec[name] = TaskField(
+                default=default.item() if default.ndim == 0 else tuple(default.tolist()),
+                low=float(low), high=float(high), dtype=_task_dtype(default), shape=default.shape,
+                doc=f"gymnax EnvParams.{name}",
+            )
+        return spec
+
+    def _traceable(self, candidates: dict[str, np.ndarray]) -> list[str]:
+        """The candidate fields that may be traced arrays: a reset and a step trace with them."""
+
+        def traces(names) -> bool:
+            shapes = {n: jax.ShapeDtypeStruct(candidates[n].shape, _task_dtype(candidates[n])) for n in names}
+            try:
+                jax.eval_shape(self._reset_and_step, shapes)
+            except Exception:  # tracing with these fields as constants works (checked below)
+                return False
+            return True
+
+        names = list(candidates)
+        if traces(names):
+            return names
+        jax.eval_shape(self._reset_and_step, {})  # a failure here is the env's own, not a field's
+        return [n for n in names if traces([n])]
+
+    def _reset_and_step(self, values):
+        params = self.params.replace(**values)
+        key = jax.random.PRNGKey(0)
+        _, state = self.gymnax_env.reset_env(key, params)
+        return self.gymnax_env.step_env(key, state, self._zero_action(), params)
+
+    def params_for(self, task: Task):
+        """The gymnax `EnvParams` a task stands for (an unbatched task)."""
+        return self.params.replace(**{name: task[name] for name in self.task_spec})
+
+    # -- stepping ------------------------------------------------------------------------
+
+    def _zero_action(self):
+        if isinstance(self.action_space, gymnasium.spaces.Discrete):
+            return jnp.zeros((), jnp.int32)
+        return jnp.zeros(self.action_space.shape, jnp.float32)
+
+    def _action(self, action):
+        if isinstance(self.action_space, gymnasium.spaces.Discrete):
+            return jnp.asarray(action, jnp.int32)
+        return jnp.asarray(action, jnp.float32).reshape(self.action_space.shape)
+
+    def observe(self, obs) -> jax.Array:
+        """A gymnax observation as this env's flat float32 vector."""
+        if isinstance(self._obs_space, gymnax_spaces.Discrete):
+            return jax.nn.one_hot(obs, self._obs_space.n, dtype=jnp.float32).reshape(-1)
+        return jnp.asarray(obs, jnp.float32).reshape(-1)
+
+    def reset(self, key, task) -> EnvState:
+        obs, state = self.gymnax_env.reset_env(key, self.params_for(task))
+        return EnvState.create(obs=self.observe(obs), task=task, physics=_strongly_typed(state))
+
+    def step(self, state, action, key) -> EnvState:
+        params, action = self.params_for(state.task), self._action(action)
+        obs, physics, reward, done, _ = self.gymnax_env.step_env(key, state.physics, action, params)
+        if self.folds_time_limit:
+            never = params.replace(**{TIME_LIMIT_FIELD: NEVER})
+            done = self.gymnax_env.step_env(key, state.physics, action, never)[3]
+        return state.replace(
+            obs=self.observe(obs),
+            reward=jnp.asarray(reward, jnp.float32).reshape(()),
+            terminated=jnp.asarray(done, jnp.bool_).reshape(()),
+            physics=_strongly_typed(physics),
+        )
+
+
+def _task_dtype(default: np.ndarray) -> type:
+    return np.int32 if default.dtype.kind in "iu" else np.float32
+
+
+def _strongly_typed(tree: Any) -> Any:
+    # gymnax states hold Python scalars (a reset's `time=0`); make every leaf a strongly typed
+    # array, so a state has one type before and after a step, as scan carries need.
+    return jax.tree.map(lambda x: jnp.asarray(x, jnp.asarray(x).dtype), tree)
+
+
+def _action_space(space, name: str) -> gymnasium.spaces.Space:
+    if isinstance(space, gymnax_spaces.Discrete):
+        return gymnasium.spaces.Discrete(int(space.n))
+    if isinstance(space, gymnax_spaces.Box) and len(tuple(space.shape)) == 1:
+        shape = tuple(space.shape)
+        low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
+        high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
+        return gymnasium.spaces.Box(low, high, shape, np.float32)
+    raise TypeError(f"{name}: only Discrete and 1-D Box action spaces are supported, got {space!r}")
+
+
+def _observation_space(space, name: str) -> gymnasium.spaces.Box:
+    if isinstance(space, gymnax_spaces.Discrete):
+        return gymnasium.spaces.Box(0.0, 1.0, (int(space.n),), np.float32)
+    if isinstance(space, gymnax_spaces.Box):
+        shape = tuple(space.shape)
+        size = int(np.prod(shape, dtype=np.int64))
+        low = np.broadcast_to(np.asarray(space.low, np.float32), shape).reshape(size)
+        high = np.broadcast_to(np.asarray(space.high, np.float32), shape).reshape(size)
+        return gymnasium.spaces.Box(low, high, (size,), np.float32)
+    raise TypeError(f"{name}: only Box and Discrete observation spaces are supported, got {space!r}")
