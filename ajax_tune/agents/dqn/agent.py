@@ -148,7 +148,8 @@ class DQN:
         def gradient_step(carry, k):
             params, target_params, opt_state, count = carry
             sample = self.buffer.sample(state.buffer, k)
-            grads, metrics = jax.grad(dqn_loss, has_aux=True)(params, target_params, sample, hp["gamma"], hp["huber_delta"], q_fn)
+            grads, metrics = jax.grad(dqn_loss, has_aux=True)(params, target_params, sample, hp["gamma"],
+                                                              hp["huber_delta"], q_fn)
             params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp["max_grad_norm"])
             count = count + 1
             moved = optax.incremental_update(params, target_params, hp["tau"])

@@ -22,7 +22,9 @@ class DQNConfig:
     hidden_sizes: tuple[int, ...] = static((64, 64), ge=1, doc="widths of the Q-network")
     activation: str = static("relu", choices=tuple(ACTIVATIONS))
     normalize_observations: bool = static(False, doc="running mean and std of observations")
-    lr: Schedule = traced(Schedule(kind="constant", peak=1e-3), doc="learning-rate schedule")
+    lr: Schedule = traced(Schedule(kind="linear", peak=1e-3),
+                          doc="learning-rate schedule; decaying to 0 over the run lets the greedy policy settle "
+                              "instead of oscillating with the moving target")
     gamma: float = traced(0.99, ge=0.0, le=1.0)
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="target update rate: 1 copies the online network")
     max_grad_norm: float = traced(10.0, gt=0.0)
