@@ -72,6 +72,7 @@ def test_split_run_with_restore_is_bit_identical_buffer_included(tmp_path):
     kernel = lambda tree: jax.tree.leaves(tree)[0]  # noqa: E731
     assert not np.array_equal(kernel(long_state.agent.params), kernel(long_state.agent.target_params))
     assert np.isfinite(long_rows["loss/q"]).all() and (long_rows["eval/timestep"][0] >= 0).sum() == 3
+    assert long_rows["replay/size"][0].tolist() == [min(UNROLL * i, 160) for i in range(1, 7)]
 
 
 def test_no_recompilation_while_task_lr_tau_and_epsilon_change():
@@ -230,40 +231,58 @@ def test_dqn_solves_cartpole_within_300k_steps():
 
 
 @pytest.mark.slow
-@pytest.mark.usefixtures("ray_session")
-def test_pbt_mutates_epsilon_and_lr_without_recompiling(tmp_path):
+def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
+    """PBT with reuse_actors over DQN's exploration schedule and learning rate: every actor
+    compiles once, every result reports the epsilon and learning rate of the config in force at
+    its timestep, and an exploiting trial continues from its donor's replay buffers."""
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
+    from test_tune import CollectResults, fit
 
     from ajax_tune import AjaxTrainable
+    from ajax_tune.schedules import learning_rate
     from ajax_tune.trainable import trial_dirname
 
     budget, horizon = 2 * UNROLL, 12 * UNROLL
     space = {
         "env": {"name": "cartpole"},
         "agent": {"name": "dqn", **{k: list(v) if isinstance(v, tuple) else v for k, v in SMALL.items()},
-                  "lr": tune.choice([3e-4, 1e-3]), "epsilon_end": tune.choice([0.05, 0.2])},
+                  "lr": {"kind": "linear", "peak": tune.choice([3e-4, 1e-3])}, "epsilon_end": tune.choice([0.05, 0.2])},
         "train": {"total_timesteps": horizon, "timesteps_per_iteration": budget, "num_seeds": 1, "eval_episodes": 2},
+        "callbacks": ["replay_probe:ReplayProbe"],
     }
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=1, quantile_fraction=0.5, resample_probability=0.5,
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.25, resample_probability=0.5,
         hyperparam_mutations={"agent": {"epsilon_end": [0.01, 0.1, 0.3], "epsilon_decay_fraction": [0.1, 0.5],
-                                        "lr": [1e-4, 5e-4, 2e-3]}})
-    tuner = tune.Tuner(AjaxTrainable, param_space=space, tune_config=tune.TuneConfig(
-        metric="eval/return_mean", mode="max", num_samples=2, scheduler=pbt, reuse_actors=True,
-        trial_dirname_creator=trial_dirname), run_config=tune.RunConfig(
-        storage_path=str(tmp_path), name="pbt_dqn", stop={"training_iteration": 4}, verbose=0))
-    results = tuner.fit()
-    assert results.num_errors == 0, [r.error for r in results if r.error]
+                                        "lr": {"peak": tune.loguniform(1e-4, 3e-3)}}})
+    collect = CollectResults()
+    results = fit(AjaxTrainable, space, tmp_path, "dqn_pbt", stop={"training_iteration": 6}, callbacks=[collect],
+                  tune_config=tune.TuneConfig(metric="eval/return_mean", mode="max", num_samples=4, scheduler=pbt,
+                                              reuse_actors=True, trial_dirname_creator=trial_dirname))
     exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
-    assert [json.loads(line) for line in exploits], "PBT never exploited"
-    for result in results:
-        df = result.metrics_dataframe
-        assert (df["perf/compilations"] == 1).all()
-        assert (df["train/nonfinite"] == 0).all()
-        last = result.metrics
-        agent = result.config["agent"]
-        params = hp(**{k: agent.get(k, v) for k, v in EPSILON_DEFAULTS.items()})
-        expected = epsilon(params, jnp.float32(last["env_steps"] - UNROLL), jnp.float32(horizon))
-        assert last["epsilon"] == pytest.approx(float(expected), rel=1e-5)  # the schedule in force, from now on
-        assert last["lr"] == pytest.approx(agent["lr"], rel=1e-6)
+    assert exploits and all(json.loads(line) for line in exploits), "PBT never exploited"
+    assert len(collect.rows) == 4
+
+    after = {(trial, r["env_steps"]): r["probe/buffer"]
+             for trial, trial_rows in collect.rows.items() for r in trial_rows}
+    mutated = inherited = 0
+    for trial, trial_rows in collect.rows.items():
+        settings = set()
+        for r in trial_rows:
+            assert r["perf/compilations"] == 1 and r["train/nonfinite"] == 0
+            assert r["env_steps"] == r["training_iteration"] * budget  # the state's lineage
+            # the schedules in force, read at the timestep the call's last unroll began
+            agent = r["config"]["agent"]
+            settings.add((agent["lr"]["peak"], agent.get("epsilon_end"), agent.get("epsilon_decay_fraction")))
+            timestep = jnp.float32(r["env_steps"] - UNROLL)
+            params = hp(**{k: agent.get(k, v) for k, v in EPSILON_DEFAULTS.items()})
+            assert r["epsilon"] == pytest.approx(float(epsilon(params, timestep, jnp.float32(horizon))), rel=1e-5)
+            lr = learning_rate(Schedule.parse(agent["lr"]).to_params(), timestep, jnp.float32(horizon))
+            assert r["lr"] == pytest.approx(float(lr), rel=1e-5)
+            if not np.isnan(r["probe/restored_buffer"]):  # restored: from some trial's buffers at that step
+                donors = [t for (t, steps), fp in after.items()
+                          if steps == r["env_steps"] - budget and fp == r["probe/restored_buffer"]]
+                assert donors, f"trial {trial} restored buffers no trial had at step {r['env_steps'] - budget}"
+                inherited += trial not in donors
+        mutated += len(settings) > 1
+    assert mutated >= 1 and inherited >= 1

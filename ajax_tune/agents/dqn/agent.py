@@ -65,7 +65,7 @@ def epsilon(hp: dict, timestep: jax.Array, horizon: jax.Array) -> jax.Array:
 
 class DQN:
     reset_modes = ("next_step",)  # post-done steps would enter the buffer otherwise
-    latest_metrics = ("lr", "epsilon")
+    latest_metrics = ("lr", "epsilon", "replay/size")
 
     def __init__(self, config: DQNConfig, observation_space: gymnasium.spaces.Box, action_space):
         if not isinstance(action_space, gymnasium.spaces.Discrete):
@@ -177,6 +177,7 @@ class DQN:
 
         metrics["lr"] = lr
         metrics["epsilon"] = epsilon(hp, clock.timestep, clock.horizon)
+        metrics["replay/size"] = self.buffer.size(state.buffer).astype(jnp.float32)
         state = state.replace(params=params, target_params=target_params, opt_state=opt_state, gradient_steps=count,
                               timestep=clock.timestep + self.steps_per_update, horizon=clock.horizon)
         return state, metrics, signal
