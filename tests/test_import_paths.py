@@ -38,7 +38,7 @@ def test_runner_trains_an_env_and_agent_named_by_import_path():
     ({"agent": {"name": "custom_parts:NoConfig"}}, "must name an agent class whose `Config` attribute is its config"),
     ({"agent": {"name": "custom_parts:MyPP0"}}, "agent.name: 'custom_parts' has no attribute 'MyPP0'; "
                                                 "did you mean 'MyPPO'?"),
-    ({"agent": {"name": "ppp"}}, "agent.name must be one of ['ppo'] or a 'module:Class' import path, got 'ppp'; "
+    ({"agent": {"name": "ppp"}}, "agent.name must be one of ['dqn', 'ppo', 'sac'] or a 'module:Class' import path, got 'ppp'; "
                                  "did you mean 'ppo'?"),
     ({"agent": {"name": "custom_parts:MyPPO", "ent_coeff": 0.1}}, "did you mean agent.'ent_coef'"),
 ])
