@@ -19,6 +19,8 @@ REDUCED = {
     "curriculum_point_reach.yaml": ["trial.train.timesteps_per_iteration=2048", "stop.training_iteration=2"],
     "pbt_lr_schedule.yaml": ["trial.train.timesteps_per_iteration=4096", "tune.num_samples=2",
                              "tune.scheduler.perturbation_interval=1", "stop.training_iteration=2"],
+    "dqn_cartpole.yaml": ["trial.train.timesteps_per_iteration=2048", "trial.train.eval_episodes=2",
+                          "stop.training_iteration=2"],
     "sac_pendulum.yaml": ["trial.train.timesteps_per_iteration=512", "trial.train.eval_episodes=2",
                           "stop.training_iteration=2"],
     "brax_inverted_pendulum.yaml": ["trial.agent.num_envs=4", "trial.agent.unroll_length=16",

@@ -1,10 +1,11 @@
 """Agents: each supplies init, act and update; the training loop owns everything else."""
 
 from ajax_tune.agents.base import Agent, Clock
+from ajax_tune.agents.dqn import DQN, DQNConfig
 from ajax_tune.agents.ppo import PPO, PPOConfig
 from ajax_tune.agents.sac import SAC, SACConfig
 
-AGENTS = {"ppo": (PPO, PPOConfig), "sac": (SAC, SACConfig)}
+AGENTS = {"ppo": (PPO, PPOConfig), "sac": (SAC, SACConfig), "dqn": (DQN, DQNConfig)}
 
 
 def make_agent(name: str, config, observation_space, action_space):
@@ -12,4 +13,15 @@ def make_agent(name: str, config, observation_space, action_space):
     return agent_cls(config, observation_space, action_space)
 
 
-__all__ = ["AGENTS", "Agent", "Clock", "PPO", "PPOConfig", "SAC", "SACConfig", "make_agent"]
+__all__ = [
+    "AGENTS",
+    "Agent",
+    "Clock",
+    "DQN",
+    "DQNConfig",
+    "PPO",
+    "PPOConfig",
+    "SAC",
+    "SACConfig",
+    "make_agent",
+]
