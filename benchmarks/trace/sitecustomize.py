@@ -32,6 +32,7 @@ CALLS = {
     "ajax_tune.experiment": [("Experiment.load", "validate"), ("Experiment.tuner", "build_tuner")],
     "ajax_tune.cli": [("_start_ray", "ray_start"), ("_report", "report")],
     "ray.tune.tuner": [("Tuner.fit", "tuner_fit")],
+    "ray.tune.trainable.trainable": [("Trainable.train", "tune_train")],
     "ajax_tune.trainable": [("AjaxTrainable.setup", "trial_setup"), ("AjaxTrainable.step", "trial_step"),
                             ("AjaxTrainable.reset_config", "trial_reset_config")],
     "ajax_tune.jax_setup": [("configure_jax", "configure_jax")],
@@ -56,8 +57,17 @@ def _timed(fn, label):
         try:
             return fn(*args, **kwargs)
         finally:
-            emit(label + ":end")
+            emit(label + ":end", rss=_rss())
     return wrapper
+
+
+def _rss() -> int | None:
+    """This process's resident set size in bytes, after each timed step."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _patch(module) -> None:
