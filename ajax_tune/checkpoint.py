@@ -18,7 +18,6 @@ from typing import Any, Iterable
 
 import jax
 import numpy as np
-import orbax.checkpoint as ocp
 
 from ajax_tune.errors import CheckpointError
 from ajax_tune.fields import fingerprint
@@ -43,7 +42,7 @@ def save(directory, state, *, settings: dict, timestep: int, extra: dict | None 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / METADATA_FILE).unlink(missing_ok=True)
     leaves = jax.tree.leaves(state)
-    checkpointer = ocp.StandardCheckpointer()
+    checkpointer = _orbax().StandardCheckpointer()
     # Orbax refuses empty arrays; their shape and dtype in the metadata are all they hold.
     stored = {f"{i:05d}": leaf for i, leaf in enumerate(leaves) if np.size(leaf)}
     checkpointer.save(directory / STATE_DIR, stored, force=True)
@@ -112,7 +111,7 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
     abstract = {
         f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves) if np.size(leaf)
     }
-    checkpointer = ocp.StandardCheckpointer()
+    checkpointer = _orbax().StandardCheckpointer()
     try:
         restored = checkpointer.restore(directory / STATE_DIR, abstract)
     except Exception as exc:  # orbax raises many kinds for damaged files
@@ -226,3 +225,12 @@ def _describe_difference(saved: list[dict], expected: list[dict]) -> str:
     if extra:
         parts.append(f"unexpected {extra[:3]}")
     return "; ".join(parts) or "the static settings (fingerprint) differ although every array has the same shape"
+
+
+def _orbax():
+    """Orbax, imported when a checkpoint is first written or read: it takes most of a second
+    to import, which every trial process and `ajax-tune run` would otherwise pay before their
+    first result, checkpoint or not."""
+    import orbax.checkpoint as ocp
+
+    return ocp

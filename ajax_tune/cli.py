@@ -104,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args) -> int:
     from ajax_tune import launch
+
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
+        launch.name_local_auth_mode()  # before anything imports Ray
     from ajax_tune.experiment import Experiment
 
     experiment = Experiment.load(args.config, args.overrides)  # validated before Ray starts
@@ -132,6 +135,8 @@ def cmd_run(args) -> int:
 def cmd_resume(args) -> int:
     from ajax_tune import launch, recovery
 
+    if not (args.address or os.environ.get("RAY_ADDRESS")):
+        launch.name_local_auth_mode()  # before anything imports Ray
     directory = pathlib.Path(args.directory).absolute()
     recovery.check_experiment(directory)  # before Ray starts
     release = launch.lock_experiment(directory)

@@ -163,6 +163,17 @@ def check_resources(wanted: dict[str, float], nodes: list[dict[str, float]], *, 
 _REAPER: subprocess.Popen | None = None
 
 
+def name_local_auth_mode() -> None:
+    """Token authentication, named for a local Ray of our own before Ray is imported.
+
+    It is what Ray 2.60 picks for a new local instance anyway, but then it warns about the
+    choice on every run ("Token authentication is enabled ... Set RAY_AUTH_MODE=disabled to opt
+    out"), an alarm on a healthy run; named explicitly, it does not. Ray reads the mode when it
+    is imported, so once it is, or when the user chose a mode, nothing changes."""
+    if "RAY_AUTH_MODE" not in os.environ and "ray" not in sys.modules:
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
 def start_local_ray(num_cpus: int | None) -> None:
     """A Ray of our own, with a watcher that clears what Ray leaves behind if we are killed."""
     import ray

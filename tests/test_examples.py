@@ -89,8 +89,8 @@ def test_custom_env(tmp_path, ray_address):
     assert (tmp_path / "custom_env" / "checkpoint" / "ajax_tune.json").exists()
 
 
-def test_task_samplers(tmp_path):
-    result = run_example("task_samplers.py", tmp_path)
+def test_task_samplers(tmp_path, ray_address):
+    result = run_example("task_samplers.py", tmp_path, ray_address)
     samplers = result["samplers"]
     assert sorted(samplers) == ["learning_progress", "plr", "uniform"]
     for name, s in samplers.items():
