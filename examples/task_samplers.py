@@ -37,6 +37,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
     parser.add_argument("--storage-path", default="./results")
+    parser.add_argument("--address", help="join a running Ray cluster (e.g. 'auto') instead of starting one")
     args = parser.parse_args()
 
     import ray
@@ -46,7 +47,8 @@ def main():
     from ajax_tune.plotting import plot_experiment
     from ajax_tune.trainable import trial_dirname
 
-    ray.init(num_cpus=2, include_dashboard=False)
+    local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
+    ray.init(address=args.address, **local_ray)
     iterations = 3 if args.smoke else 12
     per_call = 16 * 32 * (2 if args.smoke else 6)
     config = {
