@@ -247,12 +247,14 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
     space = {
         "env": {"name": "cartpole"},
         "agent": {"name": "dqn", **{k: list(v) if isinstance(v, tuple) else v for k, v in SMALL.items()},
-                  "lr": {"kind": "linear", "peak": tune.choice([3e-4, 1e-3])}, "epsilon_end": tune.choice([0.05, 0.2])},
+                  "lr": {"kind": "linear", "peak": tune.choice([3e-4, 1e-3])}, "epsilon_end": tune.choice([0.05, 0.2]),
+                  "epsilon_decay_fraction": 0.25},
         "train": {"total_timesteps": horizon, "timesteps_per_iteration": budget, "num_seeds": 1, "eval_episodes": 2},
         "callbacks": ["replay_probe:ReplayProbe"],
     }
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.25, resample_probability=0.5,
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,  # exploits every round
+        resample_probability=0.5,
         hyperparam_mutations={"agent": {"epsilon_end": [0.01, 0.1, 0.3], "epsilon_decay_fraction": [0.1, 0.5],
                                         "lr": {"peak": tune.loguniform(1e-4, 3e-3)}}})
     collect = CollectResults()

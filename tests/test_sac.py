@@ -299,7 +299,8 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
         callbacks=["replay_probe:ReplayProbe"],
     )
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.25, resample_probability=0.5,
+        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,  # exploits every round
+        resample_probability=0.5,
         hyperparam_mutations={"agent": {"lr": {"peak": tune.loguniform(1e-4, 1e-2), "kind": ["warmup_cosine", "cosine"],
                                                "warmup_fraction": [0.0, 0.1]}}})
     collect = CollectResults()

