@@ -43,7 +43,12 @@ def test_config_validates_as_shipped(name):
     assert experiment.stop
 
 
-@pytest.mark.parametrize("name", sorted(REDUCED))
+# brax compiles for long on a CPU: its config is validated above, and brax runs through Tune in
+# tests/test_sac.py (a task change between two iterations) and through the loop in test_envs_brax.
+RUN_REDUCED = sorted(set(REDUCED) - {"brax_inverted_pendulum.yaml"})
+
+
+@pytest.mark.parametrize("name", RUN_REDUCED)
 def test_config_runs_reduced(name, ray_session, tmp_path, capsys):
     overrides = [arg for item in REDUCED[name] for arg in ("--set", item)]
     code = main(["run", str(CONFIGS / name), *overrides, "--storage-path", str(tmp_path), "--no-plots"])
