@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import jax
 import numpy as np
@@ -31,7 +32,8 @@ STATE_DIR = "state"
 def _leaf_specs(state) -> list[dict]:
     leaves = jax.tree_util.tree_flatten_with_path(state)[0]
     return [
-        {"path": jax.tree_util.keystr(path), "shape": list(np.shape(x)), "dtype": str(np.asarray(x).dtype if not hasattr(x, "dtype") else x.dtype)}
+        {"path": jax.tree_util.keystr(path), "shape": list(np.shape(x)),
+         "dtype": str(np.asarray(x).dtype if not hasattr(x, "dtype") else x.dtype)}
         for path, x in leaves
     ]
 

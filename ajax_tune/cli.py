@@ -14,7 +14,7 @@ import math
 import os
 import pathlib
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from ajax_tune import __version__, yaml_loader
 from ajax_tune.errors import CheckpointError, ConfigError, TaskError
@@ -202,8 +202,8 @@ def _report(results, metric, mode, plots: bool) -> int:
             print(f"  (the best kept by {metric}: {_fmt(score)} at training_iteration "
                   f"{kept[1].get('training_iteration')}; evaluate it with `ajax-tune evaluate`)")
             if peak is not None and score != peak[metric]:
-                print(f"  (the best result was not checkpointed; checkpoint.frequency: 1 keeps a checkpoint "
-                      f"of every iteration)")
+                print("  (the best result was not checkpointed; checkpoint.frequency: 1 keeps a checkpoint "
+                      "of every iteration)")
         if best.checkpoint is not None and (not kept or best.checkpoint.path != kept[0].path):
             print(f"  latest checkpoint        {best.checkpoint.path}")
     if plots:
@@ -331,7 +331,8 @@ def _check_gymnasium_twin(env_id: str, config: dict) -> None:
         pairs = (("observation", ours.observation_space, theirs.observation_space),
                  ("action", ours.action_space, theirs.action_space))
         for what, mine, other in pairs:
-            if type(mine) is not type(other) or mine.shape != other.shape or getattr(mine, "n", None) != getattr(other, "n", None):
+            same_n = getattr(mine, "n", None) == getattr(other, "n", None)
+            if type(mine) is not type(other) or mine.shape != other.shape or not same_n:
                 raise UsageError(f"--gymnasium {env_id}: its {what} space {_space(other)} does not match the "
                                  f"{what} space {_space(mine)} of this {config['env']['name']} checkpoint; "
                                  f"use {GYMNASIUM_TWINS[config['env']['name']]}")

@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ajax_tune.agents import AGENTS
 from ajax_tune.fields import ConfigError, init_only, static, static_values, validate
@@ -82,7 +83,7 @@ class Config:
     heldout: Any = None  # {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
 
     @classmethod
-    def from_dict(cls, config: Mapping | "Config") -> "Config":
+    def from_dict(cls, config: Mapping | Config) -> Config:
         if isinstance(config, Config):
             return config
         if not isinstance(config, Mapping):

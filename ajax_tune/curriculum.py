@@ -12,7 +12,8 @@ Nothing here imports Ray: the same curriculum drives a `Runner` in a notebook.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class TaskSettableEnv:
     Mappings are still accepted.
     """
 
-    def __init__(self, runner: "Runner"):
+    def __init__(self, runner: Runner):
         self._runner = runner
 
     @property
@@ -85,15 +86,15 @@ class Callback:
     every time).
     """
 
-    def on_setup(self, runner: "Runner") -> None: ...
+    def on_setup(self, runner: Runner) -> None: ...
 
-    def on_train_result(self, runner: "Runner", result: dict) -> None: ...
+    def on_train_result(self, runner: Runner, result: dict) -> None: ...
 
-    def on_task_change(self, runner: "Runner", old_task: dict, new_task: dict) -> None: ...
+    def on_task_change(self, runner: Runner, old_task: dict, new_task: dict) -> None: ...
 
-    def on_checkpoint_save(self, runner: "Runner", checkpoint_dir: str) -> None: ...
+    def on_checkpoint_save(self, runner: Runner, checkpoint_dir: str) -> None: ...
 
-    def on_checkpoint_load(self, runner: "Runner", checkpoint_dir: str) -> None: ...
+    def on_checkpoint_load(self, runner: Runner, checkpoint_dir: str) -> None: ...
 
     def get_state(self) -> dict:
         return {}

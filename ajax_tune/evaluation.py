@@ -10,7 +10,7 @@ end of the call, and whether anything stopped being finite.
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp

@@ -2,8 +2,8 @@
 
 Static fields fix shapes or program structure: changing one means building a new program.
 Traced fields become arrays in the training state, so they may change between calls without
-recompiling. Init-only fields (a seed, a starting task) are read when a run starts. Each field also carries its allowed values, checked when the config is built, so a
-bad value is reported by name before anything compiles.
+recompiling. Init-only fields (a seed, a starting task) are read when a run starts. Each field also
+carries its allowed values, checked when the config is built, so a bad value is reported by name before anything compiles.
 """
 
 from __future__ import annotations

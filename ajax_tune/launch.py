@@ -17,7 +17,8 @@ import socket
 import subprocess
 import sys
 import tempfile
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ajax_tune.errors import ConfigError
 

@@ -13,7 +13,8 @@ Only numpy here: levels are resolved on the host before anything is traced.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

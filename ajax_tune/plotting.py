@@ -216,7 +216,7 @@ def _task_distribution(trials: list[TrialSeries], fields: list[str], path: pathl
     axes = fig.subplots(len(fields), len(shown), squeeze=False, sharex="col")
     mesh = None
     for col, trial in enumerate(shown):
-        for row, field in enumerate(fields):
+        for row, field in enumerate(fields):  # noqa: F402
             ax = axes[row, col]
             for segment in trial.segments:
                 x, y, shares = task_distribution(segment, field)

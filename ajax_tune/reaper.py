@@ -14,6 +14,7 @@ recycled pid is never killed.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import sys
@@ -33,10 +34,8 @@ def watch(driver_pid: int, fd: int = 0) -> list[int]:
             break
         try:
             for child in psutil.Process(driver_pid).children(recursive=True):
-                try:
+                with contextlib.suppress(psutil.Error):
                     known[child.pid] = child.create_time()
-                except psutil.Error:
-                    pass
         except psutil.Error:
             break  # the driver is gone; its pipe closes with it
     killed = []

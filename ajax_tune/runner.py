@@ -15,7 +15,8 @@ import logging
 import math
 import time
 import zlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import numpy as np
@@ -329,7 +330,7 @@ class Runner:
             _hook(cb, "on_checkpoint_load", self, str(directory))
 
     @classmethod
-    def from_checkpoint(cls, directory, *, curriculum: bool = False) -> "Runner":
+    def from_checkpoint(cls, directory, *, curriculum: bool = False) -> Runner:
         """A runner rebuilt from the config a checkpoint records, holding its state.
 
         Without `curriculum` the env_task_fn and callbacks are left out (they may not import

@@ -11,7 +11,8 @@ one call's budget, so a run split into calls follows the same curve as one long 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -60,7 +61,7 @@ class Schedule:
             raise ValueError("learning-rate schedule: " + "; ".join(problems))
 
     @classmethod
-    def parse(cls, value: Any) -> "Schedule":
+    def parse(cls, value: Any) -> Schedule:
         """A number means a constant rate; a mapping names the fields of a schedule."""
         if isinstance(value, Schedule):
             return value
@@ -78,7 +79,7 @@ class Schedule:
             return cls(**fields)
         raise ValueError(f"learning-rate schedule: expected a number or a mapping, got {value!r}")
 
-    def to_params(self) -> "ScheduleParams":
+    def to_params(self) -> ScheduleParams:
         return ScheduleParams(
             kind=jnp.asarray(KINDS.index(self.kind), jnp.int32),
             peak=jnp.asarray(self.peak, jnp.float32),

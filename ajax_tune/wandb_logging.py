@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import pyarrow.fs
 from ray.air.integrations.wandb import (

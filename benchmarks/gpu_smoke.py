@@ -24,7 +24,8 @@ def parts(quick: bool) -> dict[str, dict]:
     brax_envs, brax_unroll = (16, 16) if quick else (2048, 16)
     brax = {
         "env": "brax/inverted_pendulum" if quick else "brax/ant", "num_seeds": 1, "num_envs": brax_envs,
-        "unroll_length": brax_unroll, "epochs": 4, "minibatches": 4 if quick else 32, "hidden_sizes": [64, 64] if quick else [256, 256],
+        "unroll_length": brax_unroll, "epochs": 4, "minibatches": 4 if quick else 32,
+        "hidden_sizes": [64, 64] if quick else [256, 256],
         "activation": "tanh" if quick else "swish", "lr": 3e-4, "lr_schedule": "constant", "max_grad_norm": 1.0,
         "normalize_observations": True, "total_steps": brax_envs * brax_unroll * (4 if quick else 20), "eval_episodes": 4,
         "runs": 1,

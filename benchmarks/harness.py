@@ -150,7 +150,7 @@ def write_results(name: str, payload: dict, out: str | os.PathLike | None = None
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {
         "benchmark": name,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python " + " ".join(shlex.quote(a) for a in [_relative(sys.argv[0]), *sys.argv[1:]]),
         "machine": machine(),
         **payload,

@@ -72,9 +72,9 @@ def main(argv=None) -> None:
                 out = harness.run_worker(sys.executable, "ajax_tune_solve.py", settings)
                 runs[mode].append(out)
                 solved = out["solved"]
+                wall = f" / {solved['wall_s']:.1f} s" if solved else ""
                 print(f"[{name} {mode} {r + 1}/{args.repeats}] solved at "
-                      f"{solved['env_steps'] if solved else 'never'} env steps"
-                      f"{' / %.1f s' % solved['wall_s'] if solved else ''}, "
+                      f"{solved['env_steps'] if solved else 'never'} env steps{wall}, "
                       f"useful {out['useful_env_steps_per_s']:,.0f}/s ({out['useful_fraction']:.0%} of stepped)", flush=True)
         results.append({"env": name, "metric": spec["metric"], "threshold": spec["threshold"], "num_seeds": args.seeds,
                         "summary": {mode: summarize(r) for mode, r in runs.items()}, "runs": runs})

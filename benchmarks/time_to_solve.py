@@ -235,9 +235,8 @@ def main(argv=None) -> None:
                         continue
                     out = run_rllib(args, args.rllib_budget)
                     runs["rllib"].append(out)
-                    print(f"[rllib {r + 1}/{args.repeats}] solved in "
-                          f"{'%.1f s' % out['solve_s'] if out['solve_s'] else 'no (cut off after %.0f s)' % args.rllib_budget}",
-                          flush=True)
+                    solved = f"{out['solve_s']:.1f} s" if out["solve_s"] else f"no (cut off after {args.rllib_budget:.0f} s)"
+                    print(f"[rllib {r + 1}/{args.repeats}] solved in {solved}", flush=True)
                     continue
                 cache = pathlib.Path(tmp) / f"cache{r}"  # empty for the cold run, filled by it for the warm one
                 for mode in ("cold", "warm"):

@@ -106,7 +106,8 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
 
 
 def test_threshold_curriculum_on_a_metric_never_reported(experiment, capsys):
-    callback = "[{class: 'ajax_tune.curriculum:ThresholdCurriculum', kwargs: {levels: {length: [4, 8]}, metric: eval/no_such_metric}}]"
+    callback = ("[{class: 'ajax_tune.curriculum:ThresholdCurriculum', "
+                "kwargs: {levels: {length: [4, 8]}, metric: eval/no_such_metric}}]")
     code = main(["run", experiment, "--set", f"trial.callbacks={callback}"])
     one_line_error(capsys, code, "callbacks[0] (ThresholdCurriculum): metric 'eval/no_such_metric' is not in any result",
                    "eval/success_rate_mean")

@@ -33,7 +33,8 @@ checkpoint: {frequency: 1, at_end: true}
 
 @pytest.mark.parametrize("argv, message", [
     (["run", "no/such.yaml"], "no config file at no/such.yaml"),
-    (["run", "{dir}/exp.yaml", "--set", "trial.agent.ent_coeff=0.1"], "unknown key agent.'ent_coeff'; did you mean agent.'ent_coef'"),
+    (["run", "{dir}/exp.yaml", "--set", "trial.agent.ent_coeff=0.1"],
+     "unknown key agent.'ent_coeff'; did you mean agent.'ent_coef'"),
     (["run", "{dir}/exp.yaml", "--set", "trial.agent.gamma=2"], "agent.gamma must be <= 1.0"),
     (["run", "{dir}/exp.yaml", "--set", "trial.agent.lr={loguniform: [0.1]}"], "{loguniform: ...} takes 2 numbers"),
     (["run", "{dir}/exp.yaml", "--set", "tune.scheduler.name=hyperband"], "tune.scheduler.name must be one of"),
@@ -150,6 +151,7 @@ def test_optuna_and_pb2(ray_session, tmp_path, capsys, tune_section):
 
 def test_pbt_refuses_a_search_algorithm(tmp_path, capsys):
     config = yaml.safe_load(SMALL_CORRIDOR)
-    config["tune"] = {"search": "optuna", "scheduler": {"name": "pbt", "hyperparam_mutations": {"agent": {"ent_coef": [0.0, 0.01]}}}}
+    mutations = {"agent": {"ent_coef": [0.0, 0.01]}}
+    config["tune"] = {"search": "optuna", "scheduler": {"name": "pbt", "hyperparam_mutations": mutations}}
     assert main(["run", write(tmp_path, yaml.safe_dump(config))]) == 2
     assert "works with search: random only" in capsys.readouterr().err

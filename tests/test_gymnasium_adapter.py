@@ -94,7 +94,7 @@ def test_as_gymnasium_follows_the_functional_env(seed):
 def test_as_gymnasium_truncates_and_seeds_like_gymnasium():
     genv = as_gymnasium(make_env("cartpole"))
     obs, _ = genv.reset(seed=11)
-    for t in range(500):
+    for t in range(500):  # noqa: B007 (read after the loop)
         obs, reward, terminated, truncated, _ = genv.step(balance(obs))
         assert not terminated
         if truncated:

@@ -60,7 +60,8 @@ def test_reconfigure_onto_a_new_trial_leaks_nothing():
     assert first.iteration == 0 and first.get_task()["length"] == 4
     # and they keep agreeing once training
     a, b = first.train(), fresh.train()
-    assert a["eval/return_mean"] == b["eval/return_mean"] or (math.isnan(a["eval/return_mean"]) and math.isnan(b["eval/return_mean"]))
+    ra, rb = a["eval/return_mean"], b["eval/return_mean"]
+    assert ra == rb or (math.isnan(ra) and math.isnan(rb))
     assert_trees_equal(first.state.agent.params, fresh.state.agent.params)
     assert first.loop.compilations == 1
 

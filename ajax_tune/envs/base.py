@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium
 import jax
@@ -42,7 +43,7 @@ class Episode:
         return self.step
 
     @classmethod
-    def zeros(cls) -> "Episode":
+    def zeros(cls) -> Episode:
         return cls(
             step=jnp.zeros((), jnp.int32),
             done=jnp.zeros((), jnp.bool_),
@@ -65,7 +66,7 @@ class EnvState:
     episode: Episode
 
     @classmethod
-    def create(cls, obs, task: Task, physics, info: dict[str, jax.Array] | None = None) -> "EnvState":
+    def create(cls, obs, task: Task, physics, info: dict[str, jax.Array] | None = None) -> EnvState:
         return cls(
             obs=obs,
             reward=jnp.zeros((), jnp.float32),

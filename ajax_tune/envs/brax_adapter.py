@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import brax.envs
 import gymnasium

@@ -8,7 +8,8 @@ third-party agents, evaluation scripts) can run it unchanged.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import gymnasium
 import jax

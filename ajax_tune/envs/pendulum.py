@@ -63,7 +63,7 @@ class Pendulum(Env):
 
     def step(self, state, action, key) -> EnvState:
         task = state.task
-        g, m, l = task["gravity"], task["mass"], task["length"]
+        g, m, l = task["gravity"], task["mass"], task["length"]  # noqa: E741 (the textbook's names)
         th, thdot = state.physics
         max_torque = task["max_torque"]
         u = jnp.clip(jnp.asarray(action, jnp.float32).reshape(-1)[0], -max_torque, max_torque)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import copy
 import difflib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from ajax_tune.errors import ConfigError
 from ajax_tune.samplers.base import TaskSampler

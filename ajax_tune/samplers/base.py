@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import inspect
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -50,7 +51,7 @@ class TaskSampler:
 
     # -- life cycle ----------------------------------------------------------------------
 
-    def bind(self, env, base: Mapping | None = None, env_levels: list | None = None) -> "TaskSampler":
+    def bind(self, env, base: Mapping | None = None, env_levels: list | None = None) -> TaskSampler:
         """Check the space against the env's task fields (before anything compiles)."""
         self.space.bind(env, base=base, env_levels=env_levels)
         self._bound()

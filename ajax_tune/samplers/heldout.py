@@ -14,7 +14,7 @@ summary reports the call's last evaluation per task (`eval/heldout/<i>/return`,
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -43,12 +43,12 @@ class LearningProgress(TaskSampler):
         where = "task_sampler (LearningProgress)"
         if metric not in METRICS:
             raise ConfigError(f"{where}: metric must be one of {list(METRICS)}, got {metric!r}")
-        if metric == "return":
-            if (not isinstance(return_range, (list, tuple)) or len(return_range) != 2
-                    or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in return_range)
-                    or not return_range[0] < return_range[1]):
-                raise ConfigError(f"{where}: metric 'return' needs return_range: [low, high] with low < high "
-                                  f"(the returns mapped to 0 and 1), got {return_range!r}")
+        if metric == "return" and (
+                not isinstance(return_range, (list, tuple)) or len(return_range) != 2
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in return_range)
+                or not return_range[0] < return_range[1]):
+            raise ConfigError(f"{where}: metric 'return' needs return_range: [low, high] with low < high "
+                              f"(the returns mapped to 0 and 1), got {return_range!r}")
         self.metric = metric
         self.return_range = None if return_range is None else (float(return_range[0]), float(return_range[1]))
         self.fast = float(check_number(where, "fast", fast, low=0.0, high=1.0, low_open=True))

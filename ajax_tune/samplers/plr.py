@@ -25,7 +25,6 @@ import math
 
 import numpy as np
 
-from ajax_tune.errors import ConfigError
 from ajax_tune.samplers.base import TaskSampler, check_number, normalized_entropy, tasks_from_json, tasks_to_json
 from ajax_tune.samplers.stats import EnvStats
 

@@ -17,7 +17,8 @@ equal parts (whole integers each), each value of a set is its own bin, a level i
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,7 @@ class TaskSpace:
 
     # -- binding to an env ---------------------------------------------------------------
 
-    def bind(self, env, base: Mapping | None = None, env_levels: list[Mapping] | None = None) -> "TaskSpace":
+    def bind(self, env, base: Mapping | None = None, env_levels: list[Mapping] | None = None) -> TaskSpace:
         """Check every entry against the env's task fields; complete levels with `base`.
 
         Without a space or levels of its own, the env's levels (`env.levels`) are used."""

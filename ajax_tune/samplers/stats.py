@@ -9,7 +9,7 @@ seeds train the same tasks, so they are extra evidence about them, not other tas
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -33,7 +33,7 @@ class EnvStats:
     steps: np.ndarray
 
     @classmethod
-    def from_arrays(cls, stats: Mapping[str, np.ndarray]) -> "EnvStats":
+    def from_arrays(cls, stats: Mapping[str, np.ndarray]) -> EnvStats:
         episodes = np.asarray(stats[PREFIX + "episodes"], np.float64)
         if episodes.ndim != 2:
             raise ValueError(f"per-env statistics are [num_seeds, num_envs], got {PREFIX}episodes of shape {episodes.shape}")

@@ -34,7 +34,7 @@ try:
         where = root / f"ckpt{i}"
         _, save_s, _ = protocol.time_call(loop.save, where, state)
         sizes.append(sum(f.stat().st_size for f in where.rglob("*") if f.is_file()))
-        (restored, _), restore_s, _ = protocol.time_call(lambda: jax.block_until_ready(loop.restore(where)))
+        (restored, _), restore_s, _ = protocol.time_call(lambda where=where: jax.block_until_ready(loop.restore(where)))
         saves.append(save_s)
         restores.append(restore_s)
     same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(jax.device_get(state)),

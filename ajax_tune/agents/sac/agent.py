@@ -10,7 +10,8 @@ shares, so it is a real branch that skips the gradient steps outright.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import flax.linen as nn
 import gymnasium
