@@ -30,9 +30,12 @@ def main(argv=None) -> None:
         args.repeats = 2
     results = []
     for num_seeds in args.seeds:
-        agent = {**SAC["agent_config"], "capacity": args.capacity, "learning_starts": 1_000}
-        unroll = agent["num_envs"] * agent["unroll_length"]
+        unroll = SAC["agent_config"]["num_envs"] * SAC["agent_config"]["unroll_length"]
         per_call = unroll * 4 if args.quick else -(-args.capacity // unroll) * unroll
+        # The call fills the buffer with the warm-up's uniform random actions and takes no gradient
+        # step: a checkpoint's size and save/restore time depend on the buffer's contents and the
+        # state's shapes, not on how trained the networks are, and the fill then takes seconds.
+        agent = {**SAC["agent_config"], "capacity": args.capacity, "learning_starts": per_call}
         config = {"env": {"name": SAC["env"]}, "agent": {"name": "sac", **agent},
                   "train": {"total_timesteps": per_call * 10, "timesteps_per_iteration": per_call, "num_seeds": num_seeds,
                             "eval_episodes": 2}}
