@@ -4,8 +4,15 @@ Same network sizes, batch size, buffer capacity, learning start, learning rate, 
 target-update rate and update-to-data ratio on both sides (Rejax's `num_epochs` gradient steps
 per step of `num_envs` envs is our `utd_ratio`). How the steps are grouped differs: Rejax
 collects one step per env before its gradient steps, ours a whole unroll; the number of env
-steps and of gradient steps per run is the same. One evaluation at the end; medians over
-`--repeats` alternated processes, for 1 and 8 seeds.
+steps and of gradient steps per run is the same. One evaluation of 128 episodes at the end (Rejax's
+fixed count; ours is set to match); medians over `--repeats` alternated processes, for 1 and 8
+seeds. The budget per seed is smaller at 8 seeds (each agent's `budgets`) so that the whole run
+fits in under an hour on two CPU cores; steps per second count every env step, warm-up included.
+
+Rejax runs several seeds as it documents, `jax.vmap` over its `train`.
+
+A probe in Rejax's interpreter then times one minibatch draw of each kind on the buffer sizes used
+here: Rejax draws without replacement, we (flashbax) draw uniformly with replacement.
 
     python benchmarks/offpolicy_throughput.py                 # both agents, 1 and 8 seeds
     python benchmarks/offpolicy_throughput.py --agents sac --quick
@@ -20,19 +27,32 @@ import harness
 from ppo_throughput import compare
 
 SAC = {
-    "env": "pendulum", "rejax_env": "Pendulum-v1", "total_steps": 20_480,
+    "env": "pendulum", "rejax_env": "Pendulum-v1", "budgets": {1: 4_096, 8: 1_024},
     "agent_config": {"num_envs": 8, "unroll_length": 8, "utd_ratio": 0.5, "batch_size": 256, "capacity": 100_000,
-                     "learning_starts": 1_000, "hidden_sizes": [256, 256], "activation": "relu",
+                     "learning_starts": 256, "hidden_sizes": [256, 256], "activation": "relu",
                      "lr": {"kind": "constant", "peak": 1e-3}, "gamma": 0.99, "tau": 0.005},
 }
 DQN = {
-    "env": "cartpole", "rejax_env": "CartPole-v1", "total_steps": 131_072,
+    "env": "cartpole", "rejax_env": "CartPole-v1", "budgets": {1: 16_384, 8: 4_096},
     "agent_config": {"num_envs": 16, "unroll_length": 8, "utd_ratio": 0.25, "batch_size": 128, "capacity": 50_000,
-                     "learning_starts": 2_000, "hidden_sizes": [64, 64], "activation": "relu",
+                     "learning_starts": 512, "hidden_sizes": [64, 64], "activation": "relu",
                      "lr": {"kind": "constant", "peak": 1e-3}, "gamma": 0.99, "tau": 0.005,
                      "epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_decay_fraction": 0.25},
 }
 AGENTS = {"sac": SAC, "dqn": DQN}
+EVAL_EPISODES = 128
+
+
+def budget(spec: dict, num_seeds: int, quick: bool) -> int:
+    """Env steps per seed for a run of `num_seeds` seeds."""
+    budgets = spec["budgets"]
+    if num_seeds not in budgets:
+        raise SystemExit(f"no budget for {num_seeds} seeds in {sorted(budgets)}; add one to BUDGETS")
+    total = budgets[num_seeds]
+    if quick:  # just past the warm-up, so that a smoke run still takes gradient steps
+        a = spec["agent_config"]
+        total = a["learning_starts"] + 4 * a["num_envs"] * a["unroll_length"]
+    return total
 
 
 def rejax_config(name: str, spec: dict) -> dict:
@@ -64,7 +84,7 @@ def main(argv=None) -> None:
     parser.add_argument("--agents", nargs="+", default=["sac", "dqn"], choices=sorted(AGENTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=1, help="timed trainings per process after the first")
     parser.add_argument("--peers", nargs="*", default=["rejax"])
     parser.add_argument("--peer-root", default=None)
     parser.add_argument("--quick", action="store_true", help="short budgets, one repeat: a smoke run")
@@ -79,10 +99,10 @@ def main(argv=None) -> None:
     results = []
     for name in args.agents:
         spec = AGENTS[name]
-        total = spec["total_steps"] // (8 if args.quick else 1)
         for num_seeds in args.seeds:
+            total = budget(spec, num_seeds, args.quick)
             ours = {"agent": name, "env": spec["env"], "agent_config": spec["agent_config"], "num_seeds": num_seeds,
-                    "total_steps": total, "runs": args.runs}
+                    "total_steps": total, "runs": args.runs, "eval_episodes": EVAL_EPISODES}
             sides = {"ajax_tune": (sys.executable, "ajax_tune_offpolicy.py", ours)}
             for peer in args.peers:
                 peer_settings = {"algo": name, "rejax_config": rejax_config(name, spec), "num_seeds": num_seeds,
@@ -91,24 +111,40 @@ def main(argv=None) -> None:
             print(f"== {name}, {num_seeds} seed(s)", flush=True)
             runs = harness.alternate(sides, args.repeats)
             results.append({"agent": name, "num_seeds": num_seeds, "settings": ours, "summary": compare(runs),
-                            "runs": runs})
+                            "warmup_share": spec["agent_config"]["learning_starts"] / total, "runs": runs})
 
-    path = harness.write_results("offpolicy_throughput" + ("_quick" if args.quick else ""), {"results": results}, args.out)
+    probe = sampling_probe(args.peers, args.peer_root, args.agents, args.quick)
+    path = harness.write_results("offpolicy_throughput" + ("_quick" if args.quick else ""),
+                                 {"results": results, "sampling_probe": probe}, args.out)
     print(table(results))
+    for row in probe:
+        print(f"minibatch draw, capacity {row['capacity']:,}, batch {row['batch']}: "
+              f"without replacement {row['without_replacement_ms']:.2f} ms, uniform {row['uniform_ms']:.2f} ms")
     print(f"(written to {path})")
 
 
+def sampling_probe(peers: list[str], peer_root, agents: list[str], quick: bool) -> list[dict]:
+    """Time one minibatch draw of each kind in Rejax's interpreter, for the buffers used here."""
+    if "rejax" not in peers:
+        return []
+    shapes = [{"capacity": AGENTS[a]["agent_config"]["capacity"], "batch": AGENTS[a]["agent_config"]["batch_size"]}
+              for a in agents]
+    out = harness.run_worker(harness.peer_python("rejax", peer_root), "rejax_sampling.py",
+                             {"shapes": shapes, "draws": 10 if quick else 100})
+    return out["draws"]
+
+
 def table(results: list[dict]) -> str:
-    lines = ["| agent | seeds | side | env steps/s | compile (s) | ratio |", "|---|---|---|---|---|---|"]
-    for res in results:
-        summary = res["summary"]
-        for side, s in summary.items():
-            if not isinstance(s, dict) or "env_steps_per_s" not in s:
-                continue
-            ratio = f"{summary['useful_ratio']['median']:.2f}x" if side == "ajax_tune" and "useful_ratio" in summary else ""
-            lines.append(f"| {res['agent']} | {res['num_seeds']} | {side} | {s['env_steps_per_s']['median']:,.0f} | "
-                         f"{s['compile_s']['median']:.1f} | {ratio} |")
-    return "\n".join(lines)
+    return harness.side_table(results, [
+        ("agent", lambda r, side, m: r["agent"]),
+        ("seeds", lambda r, side, m: str(r["num_seeds"])),
+        ("steps per seed", lambda r, side, m: f"{r['settings']['total_steps']:,}"),
+        ("warm-up", lambda r, side, m: f"{r['warmup_share']:.0%}"),
+        ("side", lambda r, side, m: side),
+        ("env steps/s", lambda r, side, m: f"{m['env_steps_per_s']['median']:,.0f}"),
+        ("compile (s)", lambda r, side, m: f"{m['compile_s']['median']:.1f}"),
+        ("ratio", lambda r, side, m: harness.ratio_cell(r, side)),
+    ])
 
 
 if __name__ == "__main__":
