@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import venv
+from collections.abc import Callable
 
 HERE = pathlib.Path(__file__).resolve().parent
 PEERS_DIR = HERE / "peers"
@@ -166,3 +167,20 @@ def _relative(path: str) -> str:
         return str(pathlib.Path(path).resolve().relative_to(HERE.parent))
     except ValueError:
         return path
+
+
+def side_table(results: list[dict], columns: list[tuple[str, Callable[[dict, str, dict], str]]]) -> str:
+    """A markdown table with a row per side of every result: `columns` are (header, cell) pairs,
+    where `cell(result, side, medians)` formats one cell."""
+    lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    for res in results:
+        for side, med in res["summary"].items():
+            if isinstance(med, dict) and "env_steps_per_s" in med:
+                lines.append("| " + " | ".join(cell(res, side, med) for _, cell in columns) + " |")
+    return "\n".join(lines)
+
+
+def ratio_cell(res: dict, side: str, ours: str = "ajax_tune") -> str:
+    """The median useful-throughput ratio, on our side's row only."""
+    ratio = res["summary"].get("useful_ratio")
+    return f"{ratio['median']:.2f}x" if side == ours and ratio else ""

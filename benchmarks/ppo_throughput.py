@@ -86,17 +86,14 @@ def main(argv=None) -> None:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| seeds | side | env steps/s | useful env steps/s | compile (s) | useful ratio |",
-             "|---|---|---|---|---|---|"]
-    for res in results:
-        summary = res["summary"]
-        for side, s in summary.items():
-            if not isinstance(s, dict) or "env_steps_per_s" not in s:
-                continue
-            ratio = f"{summary['useful_ratio']['median']:.2f}x" if side == "ajax_tune" and "useful_ratio" in summary else ""
-            lines.append(f"| {res['num_seeds']} | {side} | {s['env_steps_per_s']['median']:,.0f} | "
-                         f"{s['useful_env_steps_per_s']['median']:,.0f} | {s['compile_s']['median']:.1f} | {ratio} |")
-    return "\n".join(lines)
+    return harness.side_table(results, [
+        ("seeds", lambda r, side, m: str(r["num_seeds"])),
+        ("side", lambda r, side, m: side),
+        ("env steps/s", lambda r, side, m: f"{m['env_steps_per_s']['median']:,.0f}"),
+        ("useful env steps/s", lambda r, side, m: f"{m['useful_env_steps_per_s']['median']:,.0f}"),
+        ("compile (s)", lambda r, side, m: f"{m['compile_s']['median']:.1f}"),
+        ("useful ratio", lambda r, side, m: harness.ratio_cell(r, side)),
+    ])
 
 
 if __name__ == "__main__":

@@ -39,11 +39,7 @@ def run(seed):
     return float(np.sum(rows["train/useful_steps"])), float(np.nanmean(rows["eval/return"][:, -1]))
 
 
-(useful, eval_return), *first = protocol.time_call(run, 0)
-times = []
-for i in range(s.get("runs", 2)):
-    (useful, eval_return), *t = protocol.time_call(run, i + 1)
-    times.append(t)
+(useful, eval_return), first, times = protocol.timed_runs(run, s.get("runs", 2))
 assert loop.compilations == 1, loop.compilations
 protocol.maybe_profile(s, run, 99)
 protocol.emit({

@@ -37,6 +37,20 @@ def time_call(fn, *args):
     return out, time.perf_counter() - start, time.process_time() - cpu
 
 
+def timed_runs(fn, runs: int):
+    """Call `fn(0)` (the call that compiles), then `fn(1)` ... `fn(runs)`, each timed as by
+    `time_call`. Returns the last call's result, the first call's `(wall, cpu)` and the later
+    calls' list of them, as `throughput` takes them."""
+    if runs < 1:
+        raise ValueError(f"runs must be at least 1 (timed calls after the compiling one), got {runs}")
+    _, *first = time_call(fn, 0)
+    times = []
+    for i in range(runs):
+        out, *t = time_call(fn, i + 1)
+        times.append(t)
+    return out, first, times
+
+
 def throughput(first: tuple, runs: list[tuple], env_steps: float, useful_steps: float) -> dict:
     """The figures every throughput worker reports, from `(wall, cpu)` seconds of the first call
     and of later runs: `env_steps` and `useful_steps` are per run, summed over seeds; compile

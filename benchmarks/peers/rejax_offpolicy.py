@@ -27,11 +27,7 @@ def run(seed):
     return float(jnp.mean(returns))
 
 
-eval_return, *first = protocol.time_call(run, 0)
-times = []
-for i in range(s.get("runs", 2)):
-    eval_return, *t = protocol.time_call(run, i + 1)
-    times.append(t)
+eval_return, first, times = protocol.timed_runs(run, s.get("runs", 2))
 protocol.maybe_profile(s, run, 99)
 steps = float(-(-total // s["rejax_config"]["num_envs"]) * s["rejax_config"]["num_envs"] * s["num_seeds"])
 protocol.emit({
