@@ -2,6 +2,7 @@
 
 import jax
 import numpy as np
+import pytest
 
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.envs import make_env
@@ -46,3 +47,16 @@ def corridor_config(length=4, lr=3e-3, **sections):
         else:
             config[key] = value
     return config
+
+
+def assert_refused_before_compiling(config, message):
+    """`config` is refused with a one-line ConfigError matching `message`, by `Runner.check` and
+    where a trial would start (`Runner(config)`), before anything is built or compiled."""
+    from ajax_tune.errors import ConfigError
+    from ajax_tune.runner import Runner
+
+    with pytest.raises(ConfigError, match=message) as info:
+        Runner.check(config)
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match=message):
+        Runner(config)

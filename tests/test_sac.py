@@ -6,14 +6,13 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from helpers import assert_trees_equal, host
+from helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 from ajax_tune import Runner
 from ajax_tune.agents import SAC, SACConfig
 from ajax_tune.config import Config
 from ajax_tune.envs import make_env
 from ajax_tune.evaluation import summarize
-from ajax_tune.fields import ConfigError
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.schedules import Schedule
 
@@ -165,12 +164,7 @@ def tiny_config(**agent):
     ({**tiny_config(), "train": {"reset_mode": "unroll_start"}}, r"train\.reset_mode 'unroll_start' does not suit agent SAC"),
 ])
 def test_bad_configs_are_refused_in_one_line_before_compiling(config, message):
-    with pytest.raises(ConfigError, match=message) as info:
-        Runner.check(config)
-    assert "\n" not in str(info.value)
-    # the same error where a trial would start, and no runner (nothing compiled) came of it
-    with pytest.raises(ConfigError, match=message):
-        Runner(config)
+    assert_refused_before_compiling(config, message)
 
 
 def test_sac_config_round_trips_and_reports_stable_keys():
@@ -199,7 +193,7 @@ def train_until(loop, state, done, calls):
     return state, history
 
 
-@pytest.mark.slow
+@pytest.mark.learning
 def test_sac_learns_pendulum_within_20k_steps():
     env = make_env("pendulum")
     agent = SAC(SACConfig(num_envs=4, unroll_length=8, utd_ratio=1.0, batch_size=128, hidden_sizes=(64, 64),
@@ -214,7 +208,7 @@ def test_sac_learns_pendulum_within_20k_steps():
     assert all(r["train/nonfinite"] == 0.0 for r in history) and loop.compilations == 1
 
 
-@pytest.mark.slow
+@pytest.mark.learning
 def test_sac_reaches_point_reach_targets():
     env = make_env("point_reach", max_episode_steps=50)
     agent = SAC(SACConfig(**POINT_REACH_AGENT), env.observation_space, env.action_space)
