@@ -47,7 +47,7 @@ def budget(spec: dict, num_seeds: int, quick: bool) -> int:
     """Env steps per seed for a run of `num_seeds` seeds."""
     budgets = spec["budgets"]
     if num_seeds not in budgets:
-        raise SystemExit(f"no budget for {num_seeds} seeds in {sorted(budgets)}; add one to BUDGETS")
+        raise SystemExit(f"no budget for {num_seeds} seeds in {sorted(budgets)}; add one to the agent's \"budgets\"")
     total = budgets[num_seeds]
     if quick:  # just past the warm-up, so that a smoke run still takes gradient steps
         a = spec["agent_config"]
@@ -96,6 +96,9 @@ def main(argv=None) -> None:
     missing = [a for a in args.agents if a not in available_agents()]
     if missing:
         sys.exit(f"agent(s) {missing} are not in this checkout's ajax_tune.agents.AGENTS")
+    for name in args.agents:  # every budget before any run, so that a bad --seeds loses nothing
+        for num_seeds in args.seeds:
+            budget(AGENTS[name], num_seeds, args.quick)
     results = []
     for name in args.agents:
         spec = AGENTS[name]
