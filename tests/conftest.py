@@ -6,6 +6,10 @@ import pathlib
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 _CACHE = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
 os.environ.setdefault("AJAX_TUNE_COMPILATION_CACHE", str(_CACHE))
+# Most tests train for a few calls, where XLA's optimisation passes cost more time than they save:
+# compile with few of them (set before JAX starts, so Ray workers and subprocesses inherit it).
+# Tests marked `learning` train to a threshold in this process and compile fully optimised.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax  # noqa: E402
 
@@ -20,12 +24,28 @@ SLOW_MODULES = {"test_examples.py"}  # each test runs a script in its own proces
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark `slow` every test that starts Ray (uses the `ray_session` fixture) or spawns processes,
-    so that `pytest -m "not slow"` is the fast loop; tests that train to a return threshold carry
-    the mark themselves. Plain `pytest` runs everything."""
+    """Mark `slow` every test that starts Ray (uses the `ray_session` fixture), spawns processes or
+    trains to a threshold (`learning`), so that `pytest -m "not slow"` is the fast loop. Plain
+    `pytest` runs everything."""
     for item in items:
-        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES:
+        if ("ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES
+                or item.get_closest_marker("learning")):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def _optimised_for_learning(request):
+    """Full XLA optimisation for the duration of a `learning` test: its run time, not its compile
+    time, is what it costs."""
+    if request.node.get_closest_marker("learning") is None:
+        yield
+        return
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
 
 
 @pytest.fixture(scope="session")

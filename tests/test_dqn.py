@@ -270,8 +270,8 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
         for r in trial_rows:
             assert r["perf/compilations"] == 1 and r["train/nonfinite"] == 0
             # env steps are the state's own count, a whole number of calls. (Not training_iteration
-            # * budget: under synchronous PBT Tune may hand an exploiting trial a donor checkpoint
-            # saved a call after the exploit it logged, and the iteration counter does not follow.)
+            # * budget: under synchronous PBT an exploiting trial once reported a state a call ahead
+            # of the iteration Tune restored, likely a donor checkpoint saved after the exploit.)
             assert r["env_steps"] % budget == 0 and r["env_steps"] >= r["iterations_since_restore"] * budget
             # the schedules in force, read at the timestep the call's last unroll began
             agent = r["config"]["agent"]

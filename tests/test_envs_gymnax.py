@@ -218,7 +218,7 @@ def test_unknown_gymnax_env_suggests_the_nearest():
         make_env("gymnax/CartPole-v2")
 
 
-@pytest.mark.slow
+@pytest.mark.learning
 def test_ppo_learns_gymnax_cartpole_and_a_task_change_does_not_recompile():
     env = make_env("gymnax/CartPole-v1")
     agent = PPO(PPOConfig(num_envs=8, unroll_length=64, num_minibatches=2, update_epochs=4, hidden_sizes=(32, 32),

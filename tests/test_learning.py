@@ -11,7 +11,7 @@ from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.schedules import Schedule
 
 
-@pytest.mark.slow
+@pytest.mark.learning
 def test_ppo_solves_cartpole_within_500k_steps():
     env = make_env("cartpole")
     agent = PPO(PPOConfig(num_envs=16, unroll_length=128, num_minibatches=4, update_epochs=4,
@@ -32,7 +32,7 @@ def test_ppo_solves_cartpole_within_500k_steps():
     assert loop.compilations == 1
 
 
-@pytest.mark.slow
+@pytest.mark.learning
 def test_ppo_reaches_the_end_of_a_short_corridor_every_time():
     loop = corridor_loop({"lr": Schedule(peak=3e-3)}, timesteps_per_iteration=8 * 16 * 20, total_timesteps=60_000)
     state = loop.init(seed=1)

@@ -36,7 +36,7 @@ import pytest
 
 from ajax_tune.runner import Runner
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.learning
 
 CALLS = 12
 LAST = 3
