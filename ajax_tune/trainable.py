@@ -14,6 +14,7 @@ from typing import Any
 from ray import tune
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
+from ajax_tune import compat
 from ajax_tune.checkpoint import find_complete, read_metadata
 from ajax_tune.config import Config
 from ajax_tune.jax_setup import configure_jax
@@ -39,10 +40,7 @@ class AjaxTrainable(tune.Trainable):
         chosen, note = find_complete(checkpoint)
         if note:  # a damaged checkpoint gives way to the newest whole one before it, and Tune's counters follow
             logger.warning("%s: %s", self.trial_id, note)
-            saved = read_metadata(chosen).get("extra", {}).get("result", {})
-            self._iteration = saved.get("training_iteration", self._iteration)
-            self._timesteps_total = saved.get("timesteps_total", self._timesteps_total)
-            self._time_total = saved.get("time_total_s", self._time_total)
+            compat.set_trainable_progress(self, read_metadata(chosen).get("extra", {}).get("result", {}))
         self.runner.restore(chosen)
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
