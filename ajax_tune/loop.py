@@ -113,7 +113,7 @@ class TrainLoop:
         # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
         # deadlock in LAPACK's batched QR, which a vmapped orthogonal initialiser produces.
         self._init = jax.jit(lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys))
-        self._train = jax.jit(self._train_all, donate_argnums=0)
+        self._train = jax.jit(self._counted_call, donate_argnums=0)
 
     # -- identity ------------------------------------------------------------------------
 
@@ -236,10 +236,15 @@ class TrainLoop:
 
     def restore(self, directory) -> tuple[TrainState, dict]:
         """A state saved by `save` with the same settings, and its metadata."""
+        return checkpoint.restore(directory, self.abstract_state(), settings=self.settings())
+
+    def abstract_state(self) -> TrainState:
+        """The state's shapes and dtypes (`jax.ShapeDtypeStruct` leaves), traced from `init`
+        without compiling or allocating anything: what a checkpoint must fit, and what `call`
+        can be traced with to learn the shapes of a call's output."""
         keys = jax.ShapeDtypeStruct((self.config.num_seeds, 2), jnp.uint32)
         task = task_to_jax(self.env.validate_task({}))
-        target = jax.eval_shape(self._init, keys, task)
-        return checkpoint.restore(directory, target, settings=self.settings())
+        return jax.eval_shape(self._init, keys, task)
 
     # -- training ------------------------------------------------------------------------
 
@@ -256,8 +261,13 @@ class TrainLoop:
         the one compiled program."""
         return self._train(jax.device_put(state, self.device))
 
-    def _train_all(self, state: TrainState):
+    def _counted_call(self, state: TrainState):
         self.traces += 1  # runs only while tracing
+        return self.call(state)
+
+    def call(self, state: TrainState):
+        """The pure function `train` compiles (not jitted, not donated): trace it with
+        `jax.eval_shape(loop.call, loop.abstract_state())` to learn a call's output."""
         stats = jax.vmap(lambda _: self._empty_stats())(state.iteration)
         (state, stats), rows = jax.lax.scan(self._update, (state, stats), None, length=self.updates_per_call)
         rows = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), rows)  # [updates, seeds] -> [seeds, updates]

@@ -9,8 +9,6 @@ settings changed. `AjaxTrainable` is a thin Tune shell over it, and it works wit
 from __future__ import annotations
 
 import contextlib
-import difflib
-import functools
 import logging
 import math
 import time
@@ -22,23 +20,17 @@ import jax
 import numpy as np
 
 from ajax_tune import checkpoint
+from ajax_tune.build import build_loop, build_run, callable_name, named_metrics
 from ajax_tune.checkpoint import CheckpointError
-from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
-from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
-from ajax_tune.envs import EpisodeWrapper, make_env
+from ajax_tune.config import Config
+from ajax_tune.curriculum import EnvContext, TaskSettableEnv
 from ajax_tune.envs.base import flatten_task, task_to_jax
 from ajax_tune.errors import TaskError
-from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
-from ajax_tune.levels import Levels
-from ajax_tune.loop import TrainLoop
-from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
-from ajax_tune.samplers.heldout import heldout_count, heldout_tasks
+from ajax_tune.evaluation import make_evaluate
+from ajax_tune.results import check_metric, keys_of
 from ajax_tune.samplers.stats import TASK_PREFIX
 
 logger = logging.getLogger(__name__)
-
-
-RUNNER_KEYS = ("timesteps_this_iter", "env_steps", "perf/call_s", "perf/env_steps_per_s", "perf/compilations", "done")
 
 
 class DivergedError(RuntimeError):
@@ -68,42 +60,32 @@ class Runner:
     def check(config: Mapping | Config) -> Config:
         """Everything a runner would reject, found without compiling: the config's values, the
         env and its kwargs, the starting task, the budget against the unroll, the curriculum's
-        imports. Returns the parsed config."""
+        imports and the metrics it names. Returns the parsed config."""
         cfg = Config.from_dict(config)
-        env, loop = _build_loop(cfg)
-        levels, start_task = _start_task(env, cfg)
-        _make_sampler(env, cfg, levels, start_task)
-        heldout_tasks(cfg.heldout, env, base=start_task)
-        named = {}  # where a curriculum names a result key, the key it names
-        if cfg.env_task_fn:
-            task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn")
-            if isinstance(task_fn, functools.partial) and isinstance(task_fn.keywords.get("metric"), str):
-                named[f"env_task_fn {_name(task_fn)}"] = task_fn.keywords["metric"]
-        callbacks = [make_callback(spec) for spec in cfg.callbacks]
-        for i, cb in enumerate(callbacks):
-            if isinstance(getattr(cb, "metric", None), str):
-                named[f"callbacks[{i}] ({type(cb).__name__})"] = cb.metric
+        env, loop = build_loop(cfg)
+        parts = build_run(cfg, env)
+        named = named_metrics(parts)
         if named:
-            _check_named_metrics(named, cfg, env, loop, callbacks)
+            keys = keys_of(cfg, loop, parts)
+            for who, metric in named.items():
+                check_metric(metric, keys, who)
         return cfg
 
     def _build_loop(self) -> None:
-        self.env, self.loop = _build_loop(self.config)
+        self.env, self.loop = build_loop(self.config)
         self._evaluators: dict[int, Any] = {}
 
     def _start_run(self) -> None:
         """A fresh run of the current config: new state, new curriculum, counters at zero."""
         cfg = self.config
-        self.env_task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
-        self.callbacks = [make_callback(spec) for spec in cfg.callbacks]
-        self.levels, start_task = _start_task(self.env, cfg)  # before compiling anything
-        self.sampler = _make_sampler(self.env, cfg, self.levels, start_task)
-        self.heldout = heldout_tasks(cfg.heldout, self.env, base=start_task)
+        parts = build_run(cfg, self.env)  # before compiling anything
+        self.env_task_fn, self.callbacks = parts.env_task_fn, parts.callbacks
+        self.levels, start_task, self.sampler = parts.levels, parts.start_task, parts.sampler
+        self.heldout, self.histogram = parts.heldout, parts.histogram
         self.env_ctx = EnvContext(
             env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
             num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0,
         )
-        self.histogram = _histogram(self.env, self.sampler)
         self.task_settable_env = TaskSettableEnv(self)
         self.env_stats: dict[str, np.ndarray] = {}
         state = self.loop.init(seed=cfg.train.seed, task=start_task)
@@ -162,7 +144,7 @@ class Runner:
         if self.sampler is not None and not diverged:
             self.sampler.update(self.env_stats)
         if self.env_task_fn is not None and not diverged:
-            who = f"env_task_fn {_name(self.env_task_fn)}"
+            who = f"env_task_fn {callable_name(self.env_task_fn)}"
             with self._curriculum_step(who, result, "returned"):
                 new_task = self.env_task_fn(result, self.task_settable_env, self.env_ctx)
                 if new_task is not None:
@@ -368,46 +350,6 @@ class Runner:
         return lambda obs: np.asarray(act(np.asarray(obs, np.float32)))
 
 
-def _start_task(env, cfg: Config) -> tuple[Levels | None, dict]:
-    """The env's levels (if any) and the task training starts on, checked against the env."""
-    if cfg.env.levels is None:
-        return None, env.validate_task(cfg.env.task)
-    levels = Levels(env, cfg.env.levels, base=cfg.env.task, overflow=cfg.env.level_overflow)
-    return levels, levels.task(cfg.env.level)
-
-
-def _make_sampler(env, cfg: Config, levels: Levels | None, start_task: dict) -> TaskSampler | None:
-    """The trial's task sampler, its space checked against the env (None without one)."""
-    if cfg.task_sampler is None:
-        return None
-    env_levels = None if levels is None else levels.tasks
-    return make_sampler(cfg.task_sampler).bind(env, base=start_task, env_levels=env_levels)
-
-
-def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
-    try:
-        env = make_env(cfg.env.name, **cfg.env.kwargs)
-    except (KeyError, ImportError) as exc:
-        raise ConfigError(f"env.name: {exc.args[0]}") from None
-    except TypeError as exc:
-        raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
-    wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
-    agent_cls, _ = resolve_agent(cfg.agent_name)
-    agent = agent_cls(cfg.agent, env.observation_space, env.action_space)
-    check_run = getattr(agent, "check_run", None)
-    if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
-        check_run(cfg.train)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=heldout_count(cfg.heldout))
-
-
-def _histogram(env, sampler: TaskSampler | None) -> TaskHistogram | None:
-    """Result keys for the share of envs per part of each sampled field's range."""
-    if sampler is None:
-        return None
-    ranges = sampler.space.ranges()
-    return TaskHistogram(ranges, {k: env.task_spec[k].is_integer for k in ranges}) if ranges else None
-
-
 def nonfinite_leaves(tree, limit: int = 3) -> list[str]:
     """Paths of the first floating-point leaves of `tree` holding NaN or infinity (on the host)."""
     bad = []
@@ -425,43 +367,6 @@ def _refuse_nonfinite(directory, state) -> None:
     if bad:
         raise CheckpointError(f"{directory} holds a non-finite state ({', '.join(bad)}): its run had diverged; "
                               f"use an earlier checkpoint")
-
-
-def _name(fn) -> str:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-
-
-def _check_named_metrics(named: dict[str, str], cfg: Config, env, loop: TrainLoop, callbacks) -> None:
-    """Refuse a curriculum that waits for a metric no result has (it would wait for ever, or
-    fail inside the trial after compiling). The keys come from `summarize` on rows shaped like
-    the loop's; only when a name is not among the loop's own keys are the agent's rows traced
-    (no compilation) to learn its metric names."""
-    task = env.validate_task(cfg.env.task)
-    keys = set(RUNNER_KEYS) | set(flatten_task(task, prefix="curriculum/next_task/"))
-    for cb in callbacks:
-        keys |= set(_call(cb, "metrics", {}))
-    seeds = cfg.train.num_seeds
-    try:
-        rows = {"timestep": np.zeros((seeds, 1)), "eval/timestep": np.zeros((seeds, 1)), "lr": np.zeros((seeds, 1)),
-                **{k: np.zeros((seeds, 1)) for k in EVAL_KEYS},
-                **{f"task/{k}": np.zeros((seeds, 1)) for k in flatten_task(task)},
-                **{f"train/{k}": np.zeros((seeds, 1)) for k in ("episodes", "episode_return", "episode_length")}}
-        keys |= set(summarize(rows))
-    except KeyError:  # the rows grew a key this sketch lacks: trace them below
-        pass
-    if not set(named.values()) <= keys:
-        abstract = jax.eval_shape(loop._init, jax.ShapeDtypeStruct((seeds, 2), np.uint32), task_to_jax(task))
-        _, rows = jax.eval_shape(loop._train, abstract)
-        keys |= set(summarize({k: np.zeros(v.shape, v.dtype) for k, v in rows.items()}))
-    for who, metric in named.items():
-        if metric not in keys:
-            close = difflib.get_close_matches(metric, sorted(keys), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"{who}: metric {metric!r} is not in any result; {hint}results report "
-                              f"{', '.join(sorted(k for k in keys if k.startswith('eval/') and 'seed' not in k))}, "
-                              f"loss/*, train/*, curriculum/*, lr, env_steps")
 
 
 def _hook(callback, name: str, *args) -> None:
