@@ -16,7 +16,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from ajax_tune import __version__, yaml_loader
+from ajax_tune import __version__, compat
 from ajax_tune.errors import CheckpointError, ConfigError, TaskError
 from ajax_tune.launch import LaunchError
 
@@ -178,9 +178,8 @@ def _start_ray(address: str | None, num_cpus: int | None, wanted: dict | None) -
 def _report(results, metric, mode, plots: bool) -> int:
     print()
     errors = [r for r in results if r.error]
-    analysis = getattr(results, "_experiment_analysis", None)
-    metric = metric or getattr(analysis, "default_metric", None)
-    mode = mode or getattr(analysis, "default_mode", None)
+    default_metric, default_mode = compat.result_grid_defaults(results)
+    metric, mode = metric or default_metric, mode or default_mode
     best = None
     try:
         best = results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True)
@@ -346,16 +345,9 @@ def _space(space) -> str:
 
 
 def _parse_assignments(items: Sequence[str], flag: str) -> dict:
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{flag} expects FIELD=VALUE, got {item!r}")
-        try:
-            out[key] = yaml_loader.load(text)
-        except Exception:  # not YAML (yaml.YAMLError): the value stays text for the task's own check
-            out[key] = text
-    return out
+    from ajax_tune.experiment import parse_assignment  # the one reading of KEY=VALUE, as --set's
+
+    return dict(parse_assignment(item, flag, "FIELD=VALUE") for item in items)
 
 
 def _isnan(value) -> bool:
