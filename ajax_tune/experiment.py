@@ -25,10 +25,11 @@ syntax (for PBT a plain list is a set of choices; PB2 takes `[lo, hi]` bounds).
 
 `search` and `scheduler` are a name, or a mapping with `name` and the options of that class,
 written inline (`{name: asha, max_t: 12}`) or under `kwargs` (`{name: optuna, kwargs: {seed: 3}}`).
-Both come from one table, `CHOICES` (names checked by `ajax_tune.imports.Registry`): each name's class, the extra that installs its package, and
-how settings reach it (`tune.seed` and `tune.max_concurrent_trials`, options written as search
-spaces, defaults). Options are checked against the class's own signature, so a misspelt one is
-refused with the nearest valid one (Ray's `create_scheduler` would drop it silently).
+Both come from one table, `CHOICES` (names checked by `ajax_tune.imports.Registry`): each
+name's class, the extra that installs its package, and how settings reach it (`tune.seed` and
+`tune.max_concurrent_trials`, options written as search spaces, defaults). Options are checked
+against the class's own signature, so a misspelt one is refused with the nearest valid one (Ray's
+`create_scheduler` would drop it silently).
 
 Everything is validated in one place (`Experiment.from_dict`) before Ray starts: every section's
 keys, types and ranges (`name`, `tune`, `stop`, `checkpoint`, `failure`, `wandb`, `storage_path`),
