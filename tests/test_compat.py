@@ -60,10 +60,10 @@ def test_wandb_logging_internals(tmp_path, monkeypatch):
 
 
 def test_tune_choices_name_every_option():
-    """experiment.py refuses options the class does not take, reading the class's signature; that
+    """tune_choices.py refuses options the class does not take, reading the class's signature; that
     is exact only while no class in the table takes **kwargs."""
-    from ajax_tune.experiment import CHOICES
     from ajax_tune.imports import resolve_import
+    from ajax_tune.tune_choices import CHOICES
 
     for kind, choices in CHOICES.items():
         for name, choice in choices.items():
