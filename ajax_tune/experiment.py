@@ -54,7 +54,15 @@ from ajax_tune.fields import static, validate
 from ajax_tune.imports import did_you_mean
 from ajax_tune.results import check_metric
 from ajax_tune.spaces import has_grid, parse_spaces, sample, to_tune
-from ajax_tune.tune_choices import CHOICES, build_scheduler, build_searcher, option_names, parse_choice
+from ajax_tune.tune_choices import (
+    CHOICES,
+    build_scheduler,
+    build_searcher,
+    config_paths,
+    named_metrics,
+    option_names,
+    parse_choice,
+)
 
 TOP_LEVEL = ("name", "trial", "tune", "stop", "checkpoint", "failure", "wandb", "storage_path")
 
@@ -161,11 +169,9 @@ class Experiment:
         if storage_path is not None and not (isinstance(storage_path, str) and storage_path.strip()):
             raise ConfigError(f"storage_path must be a directory or a URI (a string), got {storage_path!r}")
 
-        metrics = {"tune.metric": section.metric, **{f"stop.{key}": key for key in stop}}
-        time_attr = scheduler["kwargs"].get("time_attr")
-        if isinstance(time_attr, str):
-            metrics[f"tune.scheduler ({scheduler['name']}).time_attr"] = time_attr
-        trial_checks(sample(trial), metrics)
+        metrics = {"tune.metric": section.metric, **{f"stop.{key}": key for key in stop},
+                   **named_metrics("search", search), **named_metrics("scheduler", scheduler)}
+        trial_checks(sample(trial), metrics, config_paths("scheduler", scheduler))
         return cls(name=name, trial=trial, tune=section, stop=stop, checkpoint=checkpoint,
                    max_failures=failure.max_failures, wandb=wandb, storage_path=storage_path)
 
@@ -280,10 +286,11 @@ def wandb_options() -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def trial_checks(trial: dict, metrics: Mapping[str, str]) -> None:
+def trial_checks(trial: dict, metrics: Mapping[str, str], paths: Mapping[str, list[tuple]] | None = None) -> None:
     """The trial config checked for one sample of its space: everything `Runner.check` checks,
-    that its training state fits this machine, and each of `metrics` (who names it -> the
-    metric) against the keys its results will hold (or Tune adds)."""
+    that its training state fits this machine, each of `metrics` (who names it -> the metric)
+    against the keys its results will hold (or Tune adds), and each of `paths` (PBT's mutations)
+    against the config's sections and their keys."""
     from ajax_tune.build import build_loop, build_run
     from ajax_tune.memory import check_state_fits
     from ajax_tune.results import keys_of
@@ -297,6 +304,25 @@ def trial_checks(trial: dict, metrics: Mapping[str, str]) -> None:
         keys |= keys_of(cfg, loop, build_run(cfg, env))
     for who, metric in metrics.items():
         check_metric(metric, keys, who)
+    written = cfg.to_dict()
+    for who, mutated in (paths or {}).items():
+        for path in mutated:
+            _check_config_path(written, path, who)
+
+
+def _check_config_path(config: Mapping, path: tuple, who: str) -> None:
+    """A path PBT mutates must name a section and one of its keys (deeper keys, such as a
+    schedule's or an env's own kwargs, are the section's to check): a misspelt one would be
+    added to every trial's config by Tune and refused inside the trial, after Ray started."""
+    node = config
+    for depth, key in enumerate(path[:2]):
+        if not isinstance(node, Mapping):
+            return
+        if key not in node:
+            where = ".".join(map(str, path[:depth])) or "the trial config"
+            raise ConfigError(f"{who}: {'.'.join(map(str, path))} is not a key of the trial config ({where} has no "
+                              f"{key!r}{did_you_mean(key, list(node), cutoff=0.5)})")
+        node = node[key]
 
 
 # -- overrides -----------------------------------------------------------------------------------

@@ -34,11 +34,14 @@ class TuneChoice:
     spaces: tuple = ()  # options written as search spaces (converted to Tune's)
     seed: str = ""  # its keyword for `tune.seed`; the option `seed` is accepted as an alias
     concurrency: str = ""  # its keyword for `tune.max_concurrent_trials`, where Tune would not pass it
+    metrics: tuple = ()  # options that name a result key (checked like tune.metric)
+    config_keys: tuple = ()  # options whose keys are paths into the trial config (checked against it)
 
 
 # Set by other keys of the experiment: never options.
 FROM_EXPERIMENT = {"metric": "tune.metric", "mode": "tune.mode", "space": "the trial's search spaces"}
 BY_ITERATION = {"time_attr": "training_iteration"}
+TIMED = {"defaults": BY_ITERATION, "metrics": ("time_attr",)}
 
 CHOICES: dict[str, dict[str, TuneChoice]] = {
     "search": {
@@ -51,12 +54,12 @@ CHOICES: dict[str, dict[str, TuneChoice]] = {
     },
     "scheduler": {
         "none": TuneChoice(None),
-        "asha": TuneChoice("ray.tune.schedulers:ASHAScheduler", defaults=BY_ITERATION),
-        "pbt": TuneChoice("ray.tune.schedulers:PopulationBasedTraining", defaults=BY_ITERATION,
+        "asha": TuneChoice("ray.tune.schedulers:ASHAScheduler", **TIMED),
+        "pbt": TuneChoice("ray.tune.schedulers:PopulationBasedTraining", **TIMED,
                           required={"hyperparam_mutations": "{key: search space or list of values}"},
-                          spaces=("hyperparam_mutations",)),
-        "pb2": TuneChoice("ray.tune.schedulers.pb2:PB2", extra="pb2", requires="sklearn", defaults=BY_ITERATION,
-                          required={"hyperparam_bounds": "{key: [low, high]}"}),
+                          spaces=("hyperparam_mutations",), config_keys=("hyperparam_mutations",)),
+        "pb2": TuneChoice("ray.tune.schedulers.pb2:PB2", extra="pb2", requires="sklearn", **TIMED,
+                          required={"hyperparam_bounds": "{key: [low, high]}"}, config_keys=("hyperparam_bounds",)),
     },
 }
 DEFAULT_CHOICE = {"search": "random", "scheduler": "none"}
@@ -146,3 +149,33 @@ def option_names(cls) -> list[str]:
     of its options (no **kwargs), so this is the whole list (tests/test_compat.py checks it)."""
     kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
     return [n for n, p in inspect.signature(cls).parameters.items() if p.kind in kinds]
+
+
+def named_metrics(kind: str, spec: Mapping) -> dict[str, str]:
+    """The result keys a parsed choice's options name: who names it -> the key."""
+    choice = CHOICES[kind][spec["name"]]
+    options = {**choice.defaults, **spec["kwargs"]}
+    return {f"tune.{kind} ({spec['name']}).{key}": options[key] for key in choice.metrics
+            if isinstance(options.get(key), str)}
+
+
+def config_paths(kind: str, spec: Mapping) -> dict[str, list[tuple]]:
+    """The trial-config paths a parsed choice's options mutate (PBT's `hyperparam_mutations`):
+    who names them -> each path, as a tuple of keys, down to the first search space or value."""
+    choice = CHOICES[kind][spec["name"]]
+    out = {}
+    for key in choice.config_keys:
+        value = spec["kwargs"].get(key)
+        if isinstance(value, Mapping):
+            out[f"tune.{kind} ({spec['name']}).{key}"] = _paths(parse_spaces(value, f"tune.{kind}.{key}"))
+    return out
+
+
+def _paths(tree: Mapping, prefix: tuple = ()) -> list[tuple]:
+    paths = []
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            paths += _paths(value, (*prefix, key))
+        else:
+            paths.append((*prefix, key))
+    return paths

@@ -120,6 +120,12 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
     ("tune.reuse_actors=maybe", "tune.reuse_actors must be true or false, got 'maybe'"),
     ("tune.scheduler={name: asha, time_attr: env_step}",
      "tune.scheduler (asha).time_attr: metric 'env_step' is not in any result; did you mean 'env_steps'?"),
+    ("tune.scheduler={name: pbt, hyperparam_mutations: {agent: {ent_coeff: [0.0, 0.01]}}}",
+     "tune.scheduler (pbt).hyperparam_mutations: agent.ent_coeff is not a key of the trial config "
+     "(agent has no 'ent_coeff'; did you mean 'ent_coef'?)"),
+    ("tune.scheduler={name: pb2, hyperparam_bounds: {agnet: {ent_coef: [0.0, 0.01]}}}",
+     "tune.scheduler (pb2).hyperparam_bounds: agnet.ent_coef is not a key of the trial config "
+     "(the trial config has no 'agnet'; did you mean 'agent'?)"),
     ("checkpoint=5", "checkpoint must be a mapping, got 5"),
     ("checkpoint.frequency=often", "checkpoint.frequency must be an integer, got 'often'"),
     ("checkpoint.num_to_keep=-1", "checkpoint.num_to_keep must be >= 0, got -1"),

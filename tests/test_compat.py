@@ -72,7 +72,8 @@ def test_tune_choices_name_every_option():
             cls = resolve_import(choice.target, f"{kind} {name}")
             params = inspect.signature(cls).parameters
             assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), (kind, name)
-            for keyword in (choice.seed, choice.concurrency, *choice.defaults, *choice.required, *choice.spaces):
+            for keyword in (choice.seed, choice.concurrency, *choice.defaults, *choice.required, *choice.spaces,
+                            *choice.metrics, *choice.config_keys):
                 assert not keyword or keyword in params, (kind, name, keyword)
 
 
