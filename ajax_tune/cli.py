@@ -8,6 +8,7 @@ and exit status 2, found before Ray or JAX start wherever it can be.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
@@ -67,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     run.add_argument("--wandb", action="store_true", help="log every trial to Weights & Biases (offline without an API key)")
     run.add_argument("--no-plots", action="store_true", help="skip writing PNG plots at the end")
+    run.add_argument("--verbose", action="store_true",
+                     help="show every metric when a trial ends (default: the ones a person reads; all are in the files)")
     run.set_defaults(handler=cmd_run)
 
     resume = sub.add_parser("resume", help="continue an interrupted experiment",
@@ -77,12 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--address", help="join a running Ray cluster instead of starting one")
     resume.add_argument("--num-cpus", type=int)
     resume.add_argument("--no-plots", action="store_true")
+    resume.add_argument("--verbose", action="store_true", help="show every metric when a trial ends")
     resume.set_defaults(handler=cmd_resume)
 
     plot = sub.add_parser("plot", help="write PNG plots of an experiment",
                           description="Learning curves, curriculum tasks and learning rates of every trial.")
     plot.add_argument("directory", help="the experiment directory")
     plot.add_argument("--out", help="output folder (default: DIRECTORY/plots)")
+    plot.add_argument("--metric", help="the result key to plot (default: the experiment's metric, else eval/return_mean)")
     plot.set_defaults(handler=cmd_plot)
 
     evaluate = sub.add_parser("evaluate", help="run a trained policy and print return statistics",
@@ -126,7 +131,8 @@ def cmd_run(args) -> int:
 
             callbacks.append(wandb_callback(**wandb_settings))
         tuner = experiment.tuner(storage_path=str(storage), callbacks=callbacks)
-        results = tuner.fit()
+        with result_box(experiment.tune.metric, args.verbose):
+            results = tuner.fit()
         return _report(results, experiment.tune.metric, experiment.tune.mode, plots=not args.no_plots)
     finally:
         release()
@@ -151,7 +157,8 @@ def cmd_resume(args) -> int:
 
         tuner = tune.Tuner.restore(str(directory), trainable=AjaxTrainable,
                                    resume_errored=args.resume_errored, restart_errored=args.restart_errored)
-        results = tuner.fit()
+        with result_box(_saved_metric(directory), args.verbose):
+            results = tuner.fit()
         return _report(results, None, None, plots=not args.no_plots)
     finally:
         release()
@@ -173,6 +180,28 @@ def _start_ray(address: str | None, num_cpus: int | None, wanted: dict | None) -
         warning = launch.check_resources(wanted, launch.cluster_nodes(), local=not address)
         if warning:
             print(warning, file=sys.stderr)
+
+
+@contextlib.contextmanager
+def result_box(metric: str | None, verbose: bool):
+    """What Tune prints when a trial ends: the keys a person reads, `metric` among them, or
+    (verbose) every key. Tune reads them from the trainable class when `fit` starts."""
+    from ajax_tune import compat
+    from ajax_tune.trainable import AjaxTrainable, ResultBox
+
+    before = getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
+    setattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR, None if verbose else ResultBox(metric))
+    try:
+        yield
+    finally:
+        setattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR, before)
+
+
+def _saved_metric(directory: pathlib.Path) -> str | None:
+    """The metric an experiment was run with, from the plot settings `run` saved (if any)."""
+    from ajax_tune.plotting import experiment_metric
+
+    return experiment_metric(directory)
 
 
 def _report(results, metric, mode, plots: bool) -> int:
@@ -210,7 +239,7 @@ def _report(results, metric, mode, plots: bool) -> int:
         from ajax_tune.plotting import plot_experiment
 
         try:
-            paths = plot_experiment(results.experiment_path)
+            paths = plot_experiment(results.experiment_path, metric=metric)
             if paths:
                 print(f"Plots: {pathlib.Path(paths[0]).parent}")
         except ValueError as exc:
@@ -251,7 +280,7 @@ def cmd_plot(args) -> int:
     if not directory.is_dir():
         raise UsageError(f"no experiment directory at {directory}")
     try:
-        paths = plot_experiment(directory, args.out)
+        paths = plot_experiment(directory, args.out, metric=args.metric)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     for path in paths:

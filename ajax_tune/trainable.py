@@ -8,9 +8,14 @@ under mutated hyperparameters, without recompiling unless a static setting chang
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
-from collections.abc import Mapping
+import signal
+import sys
+import threading
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ray import tune
@@ -23,7 +28,44 @@ from ajax_tune.jax_setup import configure_jax
 logger = logging.getLogger(__name__)
 
 
+class ResultBox(Collection):
+    """The keys of the box Tune prints when a trial ends: what a person reads (time, env steps,
+    the return, the learning rate, the level, the first `task_fields` fields of the task, and
+    `metric`), not the 50 health, loss and per-seed keys; those stay in the result files.
+
+    Tune asks `key in box` for each key of a result, in sorted order, so a task field that sorts
+    before the last one asked starts the next box."""
+
+    KEYS = ("training_iteration", "time_total_s", "env_steps", "eval/return_mean", "eval/return_std", "lr",
+            "curriculum/level")
+    TASK = "curriculum/task/"
+
+    def __init__(self, metric: str | None = None, task_fields: int = 4):
+        self.keys = [*self.KEYS, *([metric] if metric and metric not in self.KEYS else [])]
+        self.task_fields, self._asked, self._last = task_fields, [], ""
+
+    def __contains__(self, key: object) -> bool:
+        if key in self.keys:
+            return True
+        if not isinstance(key, str) or not key.startswith(self.TASK):
+            return False
+        if key < self._last:
+            self._asked = []
+        self._last = key
+        if key not in self._asked:
+            self._asked.append(key)
+        return self._asked.index(key) < self.task_fields
+
+    def __iter__(self):
+        return iter(self.keys)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
 class AjaxTrainable(tune.Trainable):
+    _progress_metrics = ResultBox()  # compat.TUNE_RESULT_KEYS_ATTR: the keys of Tune's box at a trial's end
+
     def setup(self, config: dict[str, Any]) -> None:
         parsed = Config.from_dict(config)  # clear errors before JAX does anything
         self.jax_settings = configure_jax(parsed.resources.cpu, parsed.resources.gpu)
@@ -47,6 +89,9 @@ class AjaxTrainable(tune.Trainable):
             self._time_total = saved.get("time_total_s", self._time_total)
         self.runner.restore(chosen)
 
+    def cleanup(self) -> None:
+        _end_quietly_on_sigterm()
+
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self.runner.trial_id, self.runner.trial_name = self.trial_id, self.trial_name
         self.runner.reconfigure(new_config)
@@ -59,6 +104,30 @@ class AjaxTrainable(tune.Trainable):
         if resources.gpu:
             bundle["GPU"] = resources.gpu
         return PlacementGroupFactory([bundle])
+
+
+def _end_quietly_on_sigterm() -> None:
+    """A stopped trial's worker exits at Ray's SIGTERM without a traceback.
+
+    When a trial stops (ASHA pruned it, or it finished), Tune frees its placement group and Ray
+    sends the worker a SIGTERM. Ray's handler raises SystemExit wherever Python happens to be,
+    so a healthy trial may print `SystemExit: 1` with a traceback on the driver. Once `stop`
+    has run there is nothing left to finish: flush the logs and exit at once. Only in a Ray
+    actor's main thread; a driver, a notebook or a test calling `stop()` keeps its handler."""
+    import ray
+
+    if threading.current_thread() is not threading.main_thread() or not ray.is_initialized():
+        return
+    if ray.get_runtime_context().get_actor_id() is None:
+        return
+
+    def exit_now(signum, frame):
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(OSError, ValueError):  # a closed log file
+                stream.flush()
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, exit_now)
 
 
 # -- trial names ----------------------------------------------------------------------------------
