@@ -15,6 +15,8 @@ import math
 import os
 import pathlib
 import sys
+import threading
+import time
 from collections.abc import Sequence
 
 from ajax_tune import __version__, yaml_loader
@@ -314,18 +316,22 @@ def cmd_evaluate(args) -> int:
 
     from ajax_tune.runner import Runner
 
-    runner = Runner.from_checkpoint(checkpoint)
+    with Progress("loading and compiling the policy"):
+        runner = Runner.from_checkpoint(checkpoint)
     if args.gymnasium:
         from ajax_tune.envs.gymnasium_adapter import run_in_gymnasium
 
         if runner.get_task() != {k: v.item() for k, v in runner.env.validate_task({}).items()}:
             print(f"note: the policy was trained on task {runner.get_task()}; {args.gymnasium} is the default task")
-        out = run_in_gymnasium(runner.evaluate_policy(), args.gymnasium, episodes=args.episodes, seed=args.seed)
+        with Progress(f"{args.gymnasium}: episodes", total=args.episodes) as progress:
+            out = run_in_gymnasium(runner.evaluate_policy(), args.gymnasium, episodes=args.episodes, seed=args.seed,
+                                   on_episode=progress.update)
         stats = {"env": args.gymnasium, "episodes": args.episodes, "return_mean": out["mean_return"],
                  "return_std": out["std_return"], "return_min": min(out["returns"]), "return_max": max(out["returns"]),
                  "length_mean": out["mean_length"]}
     else:
-        out = runner.evaluate(args.episodes, task=task or None, seed=args.seed)
+        with Progress(f"{args.episodes} episodes x {runner.config.train.num_seeds} seeds, in one compiled call"):
+            out = runner.evaluate(args.episodes, task=task or None, seed=args.seed)
         returns = out["return"]  # [seeds, episodes]
         stats = {"env": env_name, "task": out["task"], "episodes": args.episodes, "seeds": int(returns.shape[0]),
                  "return_mean": float(returns.mean()), "return_std": float(returns.std()),
@@ -340,6 +346,54 @@ def cmd_evaluate(args) -> int:
         for key, value in stats.items():
             print(f"{key:22s} {_fmt(value)}")
     return 0
+
+
+class Progress:
+    """What `ajax-tune evaluate` is doing, on stderr, once it has taken more than `delay` seconds:
+    a count of done out of `total` when there is one, and the time so far. On a terminal the
+    line is redrawn in place; elsewhere (a log file) a line every `every` seconds."""
+
+    def __init__(self, what: str, total: int | None = None, delay: float = 3.0, every: float = 10.0,
+                 stream=None):
+        self.what, self.total, self.delay, self.every = what, total, delay, every
+        self.stream = stream or sys.stderr
+        self.done, self.shown = 0, False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Progress:
+        self.start = time.monotonic()
+        self._thread.start()
+        return self
+
+    def update(self, done: int) -> None:
+        self.done = done
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.shown:
+            self._show(final=True)
+
+    def line(self) -> str:
+        count = f" {self.done}/{self.total}" if self.total else ""
+        return f"ajax-tune evaluate: {self.what}{count} ({time.monotonic() - self.start:.0f} s)"
+
+    def _run(self) -> None:
+        tty = getattr(self.stream, "isatty", lambda: False)()
+        if self._stop.wait(self.delay):
+            return
+        while True:
+            self._show(final=False, tty=tty)
+            if self._stop.wait(1.0 if tty else self.every):
+                return
+
+    def _show(self, final: bool, tty: bool | None = None) -> None:
+        tty = getattr(self.stream, "isatty", lambda: False)() if tty is None else tty
+        text = self.line() + (", done" if final else "")
+        self.stream.write(f"\r{text}\x1b[K" + ("\n" if final else "") if tty else text + "\n")
+        self.stream.flush()
+        self.shown = True
 
 
 def _check_gymnasium_twin(env_id: str, config: dict) -> None:

@@ -207,3 +207,27 @@ def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
         assert {"eval/return_mean", "eval/return_std", "env_steps", "lr", "curriculum/task/gravity"} <= set(keys)
         assert not any(k.startswith(("health/", "loss/", "eval/return_seed")) for k in keys)
     assert "AjaxTrainable_{" not in out
+
+
+def test_progress_shows_only_on_work_that_takes_a_while():
+    import io
+    import re
+    import time
+
+    from ajax_tune.cli import Progress
+
+    quick = io.StringIO()
+    with Progress("episodes", total=3, delay=5.0, stream=quick) as progress:
+        progress.update(3)
+    assert quick.getvalue() == ""  # done before the delay: nothing to see
+
+    slow = io.StringIO()
+    with Progress("CartPole-v1: episodes", total=4, delay=0.05, every=0.05, stream=slow) as progress:
+        for done in range(1, 5):
+            time.sleep(0.12)
+            progress.update(done)
+    lines = slow.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("ajax-tune evaluate: CartPole-v1: episodes ") for line in lines)
+    counts = [int(re.search(r" (\d+)/4 \(", line).group(1)) for line in lines]
+    assert counts == sorted(counts) and counts[0] < 4  # it counted up while the work ran
+    assert lines[-1].endswith(", done") and " 4/4 (" in lines[-1]
