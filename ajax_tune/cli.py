@@ -316,7 +316,7 @@ def cmd_evaluate(args) -> int:
 
     from ajax_tune.runner import Runner
 
-    with Progress("loading and compiling the policy"):
+    with Progress("restoring the checkpoint"):
         runner = Runner.from_checkpoint(checkpoint)
     if args.gymnasium:
         from ajax_tune.envs.gymnasium_adapter import run_in_gymnasium
@@ -349,13 +349,13 @@ def cmd_evaluate(args) -> int:
 
 
 class Progress:
-    """What `ajax-tune evaluate` is doing, on stderr, once it has taken more than `delay` seconds:
+    """What a command is doing (`evaluate`; later `collect`), on stderr, once it has taken more than `delay` seconds:
     a count of done out of `total` when there is one, and the time so far. On a terminal the
     line is redrawn in place; elsewhere (a log file) a line every `every` seconds."""
 
     def __init__(self, what: str, total: int | None = None, delay: float = 3.0, every: float = 10.0,
-                 stream=None):
-        self.what, self.total, self.delay, self.every = what, total, delay, every
+                 stream=None, command: str = "evaluate"):
+        self.what, self.total, self.delay, self.every, self.command = what, total, delay, every, command
         self.stream = stream or sys.stderr
         self.done, self.shown = 0, False
         self._stop = threading.Event()
@@ -377,7 +377,7 @@ class Progress:
 
     def line(self) -> str:
         count = f" {self.done}/{self.total}" if self.total else ""
-        return f"ajax-tune evaluate: {self.what}{count} ({time.monotonic() - self.start:.0f} s)"
+        return f"ajax-tune {self.command}: {self.what}{count} ({time.monotonic() - self.start:.0f} s)"
 
     def _run(self) -> None:
         tty = getattr(self.stream, "isatty", lambda: False)()

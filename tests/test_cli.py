@@ -231,3 +231,38 @@ def test_progress_shows_only_on_work_that_takes_a_while():
     counts = [int(re.search(r" (\d+)/4 \(", line).group(1)) for line in lines]
     assert counts == sorted(counts) and counts[0] < 4  # it counted up while the work ran
     assert lines[-1].endswith(", done") and " 4/4 (" in lines[-1]
+
+
+def box_keys(result: dict) -> list[str]:
+    """The keys Tune's end-of-trial box shows for `result` with AjaxTrainable's settings."""
+    from ray.tune.experimental.output import AUTO_RESULT_KEYS, BLACKLISTED_KEYS, _get_dict_as_table_data
+
+    from ajax_tune import compat
+    from ajax_tune.trainable import AjaxTrainable
+
+    include = compat.tune_result_keys(AjaxTrainable)
+    table = _get_dict_as_table_data(result, include=include, exclude=BLACKLISTED_KEYS, upper_keys=AUTO_RESULT_KEYS)
+    return [row[0] for row in table]
+
+
+def test_result_box_keeps_what_a_person_reads_and_verbose_keeps_all():
+    from helpers import corridor_config
+
+    from ajax_tune import Runner
+    from ajax_tune.cli import result_box
+
+    result = Runner(corridor_config(task_sampler=None)).train()
+    result.update({"training_iteration": 1, "time_total_s": 1.0, "timesteps_total": result["env_steps"]})
+    result.update({"curriculum/task/x": 1.0, "curriculum/task/y": 2.0, "curriculum/task/z": 3.0})
+    with result_box("eval/success_rate_mean", verbose=True):
+        assert len(box_keys(result)) == len(result) - 1  # all but Tune's own bookkeeping (timesteps_total)
+    with result_box("eval/success_rate_mean", verbose=False):
+        for _ in range(2):  # every trial's box is the same
+            shown = box_keys(result)
+            assert len(shown) <= 12
+            assert {"eval/return_mean", "eval/return_std", "env_steps", "lr", "eval/success_rate_mean",
+                    "curriculum/task/length", "training_iteration"} <= set(shown)
+            assert "curriculum/task/length" in shown and "curriculum/task/z" not in shown  # the first four task fields
+            assert not any(k.startswith(("health/", "loss/", "perf/")) for k in shown)
+    assert "eval/success_rate_mean" not in box_keys(result)  # the default box, back after the run
+    assert len(box_keys(result)) <= 12

@@ -80,3 +80,10 @@ def _importable(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
+
+
+def test_tune_reads_the_result_box_keys_from_the_trainable():
+    from ajax_tune.trainable import AjaxTrainable, ResultBox
+
+    keys = compat.tune_result_keys(AjaxTrainable)
+    assert isinstance(keys, ResultBox) and keys is getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
