@@ -69,6 +69,22 @@ def brax_env_names() -> list[str]:
         raise _gone("brax.envs._envs", "brax", exc) from None
 
 
+# -- ray: Tune's output ---------------------------------------------------------------------------
+
+# Tune reads this class attribute of a trainable (RLlib's Algorithm sets it) as the keys of the
+# box it prints when a trial ends, and tests `key in <it>` for each key of the result.
+TUNE_RESULT_KEYS_ATTR = "_progress_metrics"
+
+
+def tune_result_keys(trainable: type) -> Any:
+    """The result keys Tune's output shows for `trainable` (None: all of them)."""
+    try:
+        from ray.tune.progress_reporter import _detect_progress_metrics
+    except ImportError as exc:
+        raise _gone("ray.tune.progress_reporter._detect_progress_metrics", "ray", exc) from None
+    return _detect_progress_metrics(trainable)
+
+
 # -- ray: W&B logging ----------------------------------------------------------------------------
 #
 # `EnvStepWandbCallback` changes how Ray's W&B callback logs (env steps as the x-axis, rows never

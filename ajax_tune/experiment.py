@@ -183,17 +183,16 @@ class Experiment:
     def tuner(self, storage_path: str | None = None, callbacks: list | None = None):
         from ray import tune
 
-        from ajax_tune.trainable import AjaxTrainable, trial_dirname
+        from ajax_tune.trainable import AjaxTrainable, trial_names
 
         section = self.tune
         search = CHOICES["search"][section.search["name"]]
         tune_config = tune.TuneConfig(
-            trial_name_creator=trial_dirname,
             metric=section.metric, mode=section.mode, num_samples=section.num_samples,
             search_alg=build_searcher(section), scheduler=build_scheduler(section),
             # a search that takes the limit itself has it already; Tune would only warn
             max_concurrent_trials=None if search.concurrency else section.max_concurrent_trials or None,
-            reuse_actors=section.reuse_actors, trial_dirname_creator=trial_dirname,
+            reuse_actors=section.reuse_actors, **trial_names(),
         )
         run_config = tune.RunConfig(
             name=self.name,

@@ -183,3 +183,9 @@ def test_no_private_api_outside_compat():
     found = [f"{path.relative_to(root)}: {line.strip()}" for path in sorted(root.rglob("*.py")) if path.name != "compat.py"
              for line in path.read_text().splitlines() if private.search(line)]
     assert not found, found
+
+def test_tune_reads_the_result_box_keys_from_the_trainable():
+    from ajax_tune.trainable import AjaxTrainable, ResultBox
+
+    keys = compat.tune_result_keys(AjaxTrainable)
+    assert isinstance(keys, ResultBox) and keys is getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
