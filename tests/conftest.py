@@ -53,15 +53,22 @@ def _fully_optimised(request):
         jax.config.update("jax_disable_most_optimizations", before)
 
 
+def cpus_per_worker() -> int:
+    """This process's share of the machine: each xdist worker starts a Ray of its own, so the
+    workers split the CPUs between them rather than each booking all of them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, len(os.sched_getaffinity(0)) // workers)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
-    """One local Ray for the whole session (2 CPUs). Workers inherit the environment, so they
-    use the same compilation cache and can import the test helpers."""
+    """One local Ray for the whole session, of this worker's share of the CPUs. Workers inherit
+    the environment, so they use the same compilation cache and can import the test helpers."""
     import ray
 
     paths = [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=cpus_per_worker(), include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()
