@@ -14,6 +14,7 @@ from typing import Any
 from ray import tune
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
+from ajax_tune import trial_record
 from ajax_tune.checkpoint import find_complete, read_metadata
 from ajax_tune.config import Config
 from ajax_tune.jax_setup import configure_jax
@@ -30,7 +31,18 @@ class AjaxTrainable(tune.Trainable):
         self.runner = Runner(parsed, trial_id=self.trial_id, trial_name=self.trial_name)
 
     def step(self) -> dict[str, Any]:
-        return self.runner.train()
+        result = self.runner.train()
+        if directory := self._record_directory():
+            trial_record.append(directory, self.iteration + 1, result)
+        return result
+
+    def _record_directory(self) -> str | None:
+        """The trial's directory on the storage path, where its own record of results goes
+        (see trial_record); None outside Tune or on remote storage."""
+        storage = getattr(self, "_storage", None)
+        if storage is None or storage.storage_filesystem.type_name != "local":
+            return None
+        return storage.trial_fs_path
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         self.runner.save(checkpoint_dir, result=self.get_state()["last_result"])
@@ -44,6 +56,8 @@ class AjaxTrainable(tune.Trainable):
             self._timesteps_total = saved.get("timesteps_total", self._timesteps_total)
             self._time_total = saved.get("time_total_s", self._time_total)
         self.runner.restore(chosen)
+        if directory := self._record_directory():
+            trial_record.rewind(directory, self.iteration)
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self.runner.trial_id, self.runner.trial_name = self.trial_id, self.trial_name
