@@ -33,7 +33,7 @@ class AjaxTrainable(tune.Trainable):
     def step(self) -> dict[str, Any]:
         result = self.runner.train()
         if directory := self._record_directory():
-            trial_record.append(directory, self.iteration + 1, result)
+            trial_record.append(directory, self.runner.iteration, {**result, "training_iteration": self.iteration + 1})
         return result
 
     def _record_directory(self) -> str | None:
@@ -57,7 +57,7 @@ class AjaxTrainable(tune.Trainable):
             self._time_total = saved.get("time_total_s", self._time_total)
         self.runner.restore(chosen)
         if directory := self._record_directory():
-            trial_record.rewind(directory, self.iteration)
+            trial_record.rewind(directory, self.runner.iteration)
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self.runner.trial_id, self.runner.trial_name = self.trial_id, self.trial_name

@@ -8,7 +8,9 @@ copy back over the staging one, so the rows logged since the last sync are lost;
 iterations a restore rewinds stay, so an iteration can appear twice. This record is written by
 the trial itself, straight into its directory on the storage path, one JSON line per iteration,
 flushed to disk before the result goes to Tune; a restore to iteration k drops the rows after k,
-which the trial then runs again.
+which the trial then runs again. Rows are keyed by the state's own iteration count (`iteration`,
+which its checkpoint carries), so that they follow the state's lineage whatever counter Tune
+restores beside it; Tune's `training_iteration` is kept in each row too.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def append(directory: str | os.PathLike, iteration: int, result: dict[str, Any])
     """Add the row of `iteration`, which follows the rows already there."""
     path = pathlib.Path(directory) / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps({**result, "training_iteration": iteration}, sort_keys=True, default=str)  # NaN as Tune writes it
+    line = json.dumps({**result, "iteration": iteration}, sort_keys=True, default=str)  # NaN as Tune writes it
     with path.open("a") as f:
         f.write(line + "\n")
         f.flush()
@@ -37,7 +39,7 @@ def rewind(directory: str | os.PathLike, iteration: int) -> None:
     path = pathlib.Path(directory) / FILE_NAME
     if not path.exists():
         return
-    kept = [row for row in read(directory) if row["training_iteration"] <= iteration]
+    kept = [row for row in read(directory) if row["iteration"] <= iteration]
     partial = path.with_suffix(".partial")
     with partial.open("w") as f:
         f.writelines(json.dumps(row, sort_keys=True) + "\n" for row in kept)

@@ -16,11 +16,11 @@ def test_rewind_keeps_the_rows_up_to_the_restored_iteration(tmp_path):
     for i in (1, 2, 3):
         trial_record.append(tmp_path, i, {"env_steps": i * 10, "eval/return_mean": float("nan")})
     with (tmp_path / trial_record.FILE_NAME).open("a") as f:
-        f.write('{"training_iteration": 4, "env_st')  # a kill mid-write
+        f.write('{"iteration": 4, "env_st')  # a kill mid-write
     trial_record.rewind(tmp_path, 2)
     trial_record.append(tmp_path, 3, {"env_steps": 30})
     rows = trial_record.read(tmp_path)
-    assert [(r["training_iteration"], r["env_steps"]) for r in rows] == [(1, 10), (2, 20), (3, 30)]
+    assert [(r["iteration"], r["env_steps"]) for r in rows] == [(1, 10), (2, 20), (3, 30)]
     assert pd.isna(rows[0]["eval/return_mean"])
     assert trial_record.read(tmp_path / "none") == []
 
@@ -45,7 +45,7 @@ def test_every_iteration_once_in_order_through_a_killed_trial(tmp_path, monkeypa
     results = tuner.fit()
     assert results.num_errors == 0 and marker.exists()  # it was killed, and recovered
     rows = trial_record.read(results[0].path)
-    assert [r["training_iteration"] for r in rows] == [1, 2, 3, 4, 5]
+    assert [r["iteration"] for r in rows] == [r["training_iteration"] for r in rows] == [1, 2, 3, 4, 5]
     assert [r["env_steps"] for r in rows] == [BUDGET * i for i in range(1, 6)]
     # what Tune kept of what the trial reported agrees with the record
     reported = results[0].metrics_dataframe.drop_duplicates("training_iteration", keep="last").set_index("training_iteration")

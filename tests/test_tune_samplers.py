@@ -43,7 +43,7 @@ def test_search_over_plr_temperature_and_a_restore_that_continues(tmp_path):
     # the trials' own records: Tune's log of a recovered trial can lose rows (see trial_record)
     frames = {t: pd.DataFrame(trial_record.read(r.path)) for t, r in by_temperature.items()}
     for df in frames.values():
-        assert df["training_iteration"].tolist() == [1, 2, 3]
+        assert df["iteration"].tolist() == df["training_iteration"].tolist() == [1, 2, 3]
         assert (df["sampler/draws"] == df["training_iteration"] + 1).all()
         assert (df["perf/compilations"] == 1).all()
     # the same first call (same seeds, same first tasks), so the same buffer and scores; only the
