@@ -49,12 +49,18 @@ class AjaxTrainable(tune.Trainable):
 
     def load_checkpoint(self, checkpoint: str) -> None:
         chosen, note = find_complete(checkpoint)
-        if note:  # a damaged checkpoint gives way to the newest whole one before it, and Tune's counters follow
+        if note:  # a damaged checkpoint gives way to the newest whole one before it
             logger.warning("%s: %s", self.trial_id, note)
-            saved = read_metadata(chosen).get("extra", {}).get("result", {})
-            self._iteration = saved.get("training_iteration", self._iteration)
-            self._timesteps_total = saved.get("timesteps_total", self._timesteps_total)
-            self._time_total = saved.get("time_total_s", self._time_total)
+        saved = read_metadata(chosen).get("extra", {}).get("result", {})
+        # Tune's counters follow the state loaded: those of the call the checkpoint was saved after.
+        # They differ from what Tune restored after a damaged checkpoint, and when synchronous PBT
+        # hands an exploiting trial a donor checkpoint that the donor's next save overwrote.
+        if note is None and self._iteration and saved.get("training_iteration", self._iteration) != self._iteration:
+            logger.warning("%s: %s was saved after iteration %s, not %s as Tune restored; continuing from %s",
+                           self.trial_id, chosen, saved["training_iteration"], self._iteration, saved["training_iteration"])
+        self._iteration = saved.get("training_iteration", self._iteration)
+        self._timesteps_total = saved.get("timesteps_total", self._timesteps_total)
+        self._time_total = saved.get("time_total_s", self._time_total)
         self.runner.restore(chosen)
         if directory := self._record_directory():
             trial_record.rewind(directory, self.runner.iteration)

@@ -55,3 +55,25 @@ def test_every_iteration_once_in_order_through_a_killed_trial(tmp_path, monkeypa
             assert reported.loc[row["training_iteration"], "eval/return_mean"] == row["eval/return_mean"]
     # it went back to the checkpoint after call 3 and ran calls 4 and 5 from there
     assert results[0].metrics["training_iteration"] == 5 and results[0].metrics["iterations_since_restore"] == 2
+
+
+def test_tunes_counters_follow_the_state_loaded(tmp_path):
+    """Tune restores its counters from the metrics it kept beside a checkpoint. When those are of
+    an earlier call than the checkpoint's state (synchronous PBT can hand an exploiting trial a
+    donor checkpoint that the donor's next save overwrote), the trial continues from the state's
+    own call, so that training_iteration and env_steps keep telling the same story."""
+    from ray.train._internal.session import _TrainingResult
+
+    config = corridor_config()
+    donor = AjaxTrainable(config=config)
+    for _ in range(4):
+        donor.train()
+    checkpoint = donor.save(str(tmp_path / "after_4"))
+    donor.stop()
+
+    exploiter = AjaxTrainable(config=config)
+    exploiter.restore(_TrainingResult(checkpoint=checkpoint.checkpoint, metrics={"training_iteration": 2}))
+    assert exploiter.iteration == 4
+    result = exploiter.train()
+    assert result["training_iteration"] == 5 and result["env_steps"] == 5 * BUDGET
+    exploiter.stop()
