@@ -21,7 +21,7 @@ from typing import Any
 from ray import tune
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
-from ajax_tune import compat
+from ajax_tune import compat, trial_record
 from ajax_tune.checkpoint import find_complete, read_metadata
 from ajax_tune.config import Config
 from ajax_tune.jax_setup import configure_jax
@@ -75,17 +75,38 @@ class AjaxTrainable(tune.Trainable):
         self.runner = Runner(parsed, trial_id=self.trial_id, trial_name=self.trial_name)
 
     def step(self) -> dict[str, Any]:
-        return self.runner.train()
+        result = self.runner.train()
+        if directory := self._record_directory():
+            trial_record.append(directory, self.runner.iteration, {**result, "training_iteration": self.iteration + 1})
+        return result
+
+    def _record_directory(self) -> str | None:
+        """The trial's directory on the storage path, where its own record of results goes
+        (see trial_record); None outside Tune or on remote storage."""
+        storage = getattr(self, "_storage", None)
+        if storage is None or storage.storage_filesystem.type_name != "local":
+            return None
+        return storage.trial_fs_path
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:
         self.runner.save(checkpoint_dir, result=self.get_state()["last_result"])
 
     def load_checkpoint(self, checkpoint: str) -> None:
         chosen, note = find_complete(checkpoint)
-        if note:  # a damaged checkpoint gives way to the newest whole one before it, and Tune's counters follow
+        if note:  # a damaged checkpoint gives way to the newest whole one before it
             logger.warning("%s: %s", self.trial_id, note)
-            compat.set_trainable_progress(self, read_metadata(chosen).get("extra", {}).get("result", {}))
+        saved = read_metadata(chosen).get("extra", {}).get("result", {})
+        # Tune's counters follow the state loaded: those of the call the checkpoint was saved after.
+        # They differ from what Tune restored after a damaged checkpoint, and when synchronous PBT
+        # hands an exploiting trial a donor checkpoint that the donor's next save overwrote.
+        restored = self.iteration
+        if note is None and restored and saved.get("training_iteration", restored) != restored:
+            logger.warning("%s: %s was saved after iteration %s, not %s as Tune restored; continuing from %s",
+                           self.trial_id, chosen, saved["training_iteration"], restored, saved["training_iteration"])
+        compat.set_trainable_progress(self, saved)
         self.runner.restore(chosen)
+        if directory := self._record_directory():
+            trial_record.rewind(directory, self.runner.iteration)
 
     def cleanup(self) -> None:
         _end_quietly_on_sigterm()

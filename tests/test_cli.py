@@ -108,14 +108,15 @@ def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys):
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0
     out = capsys.readouterr().out
     checkpoint = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("checkpoint"))
-    assert main(["evaluate", checkpoint, "--episodes", "3", "--json"]) == 0
+    assert main(["evaluate", checkpoint, "--episodes", "5", "--json"]) == 0
     jax_stats = json.loads(capsys.readouterr().out)
-    assert main(["evaluate", checkpoint, "--episodes", "3", "--gymnasium", "CartPole-v1", "--json"]) == 0
+    assert main(["evaluate", checkpoint, "--episodes", "5", "--gymnasium", "CartPole-v1", "--json"]) == 0
     gym_stats = json.loads(capsys.readouterr().out)
-    assert gym_stats["env"] == "CartPole-v1" and gym_stats["episodes"] == 3
-    # a policy trained on the JAX twin transfers to the reference implementation
-    assert gym_stats["return_mean"] > 150
-    assert abs(gym_stats["return_mean"] - jax_stats["return_mean"]) < 0.35 * jax_stats["return_mean"]
+    assert gym_stats["env"] == "CartPole-v1" and gym_stats["episodes"] == 5
+    # a policy trained on the JAX twin scores the maximum, 500, in every episode of the reference
+    # implementation, as it does on the twin
+    assert jax_stats["return_min"] == 500.0
+    assert gym_stats["return_min"] == 500.0
 
 
 def test_errored_trial_resumes(ray_session, tmp_path, capsys):
