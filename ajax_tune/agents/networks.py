@@ -6,7 +6,6 @@ from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 ACTIVATIONS: dict[str, Callable] = {
@@ -31,7 +30,3 @@ class MLP(nn.Module):
             x = act(nn.Dense(size, kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(x))
         out = nn.Dense(self.out_size, kernel_init=nn.initializers.orthogonal(self.out_scale))(x)
         return out
-
-
-def init_mlp(module: MLP, key: jax.Array, obs_size: int):
-    return module.init(key, jnp.zeros((1, obs_size), jnp.float32))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ajax_tune.agents.hparams import hparams_type
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.fields import ConfigError, static, traced, validate
 from ajax_tune.schedules import Schedule
@@ -36,3 +37,6 @@ class PPOConfig:
                 f"agent.num_minibatches ({self.num_minibatches}) must divide num_envs * unroll_length "
                 f"({self.num_envs} * {self.unroll_length} = {batch})"
             )
+
+
+PPOHparams = hparams_type(PPOConfig)
