@@ -27,12 +27,12 @@ class SACConfig(OffPolicyConfig):
     learning_starts: int = static(1_000, ge=0, doc="env steps per seed of uniform random actions, without "
                                                    "gradient steps, before learning begins")
     hidden_sizes: tuple[int, ...] = static((256, 256), ge=1, doc="widths of the actor and critic MLPs")
-    activation: str = static("relu", choices=tuple(ACTIVATIONS))
+    activation: str = static("relu", choices=tuple(ACTIVATIONS), doc="hidden-layer activation")
     normalize_observations: bool = static(False, doc="running mean and std of observations")
     init_alpha: float = static(1.0, gt=0.0, doc="entropy temperature at the start of a run")
     lr: Schedule = traced(Schedule(kind="constant", peak=3e-4), doc="learning-rate schedule (actor, critics "
                                                                      "and temperature)")
-    gamma: float = traced(0.99, ge=0.0, le=1.0)
+    gamma: float = traced(0.99, ge=0.0, le=1.0, doc="discount factor")
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="soft target update: target += tau * (online - target)")
     target_entropy_scale: float = traced(1.0, ge=-0.5, doc="target entropy = scale * -action_dim; the "
                                                            "temperature is learned toward it")
