@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from ajax_tune import doc_tables
-from ajax_tune.agents import AGENTS, DQNConfig, PPOConfig, SACConfig
+from ajax_tune.agents import AGENTS, DQNConfig, PPOConfig, SACConfig, TD3Config
 from ajax_tune.agents.base import Clock
 from ajax_tune.agents.hparams import init_hparams, replace_hparams
 from ajax_tune.envs import EpisodeWrapper, make_env
@@ -21,10 +21,11 @@ from ajax_tune.envs.wrappers import VecEnv
 from ajax_tune.fields import field_kind
 from ajax_tune.schedules import Schedule
 
-ENVS = {"ppo": "cartpole", "sac": "pendulum", "dqn": "cartpole"}
+ENVS = {"ppo": "cartpole", "sac": "pendulum", "dqn": "cartpole", "td3": "pendulum"}
 SMALL = {"ppo": dict(num_envs=2, unroll_length=8, num_minibatches=2, hidden_sizes=(8,)),
          "sac": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,)),
-         "dqn": dict(num_envs=2, unroll_length=4, utd_ratio=0.5, batch_size=8, capacity=64, hidden_sizes=(8,))}
+         "dqn": dict(num_envs=2, unroll_length=4, utd_ratio=0.5, batch_size=8, capacity=64, hidden_sizes=(8,)),
+         "td3": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,))}
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "agents.md"
 
 
@@ -71,7 +72,7 @@ def test_a_misspelt_traced_setting_fails_while_tracing():
         state.hp._fields  # noqa: B018
 
 
-@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig, DQNConfig])
+@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig, DQNConfig, TD3Config])
 def test_the_struct_holds_exactly_the_traced_fields_and_pickles(config_cls):
     hp = init_hparams(config_cls())
     traced = [f.name for f in dataclasses.fields(config_cls) if field_kind(f) == "traced"]
@@ -99,6 +100,6 @@ def test_docs_agents_md_is_what_the_fields_render():
     assert DOC.read_text() == doc_tables.render()
 
 
-@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig, DQNConfig])
+@pytest.mark.parametrize("config_cls", [PPOConfig, SACConfig, DQNConfig, TD3Config])
 def test_every_agent_key_says_what_it_does(config_cls):
     assert [f.name for f in dataclasses.fields(config_cls) if not f.metadata.get("doc")] == []

@@ -20,6 +20,7 @@ from typing import Any
 import gymnasium
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from ajax_tune.agents.base import AgentBase, Clock
@@ -75,6 +76,20 @@ class OffPolicyState:
     timestep: jax.Array  # float32 env steps per seed before the next unroll: acting reads it (warm-up, exploration)
     horizon: jax.Array  # float32 total_timesteps, as the last update saw it
     hp: Any  # traced hyperparameters
+
+
+def check_bounded_box(agent: str, action_space) -> None:
+    if not (isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1
+            and np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
+        raise ConfigError(f"agent.name {agent!r} needs a bounded continuous action space (a 1-D Box); "
+                          f"this env's action space is {action_space}")
+
+
+def twin_critic_loss(critic_params, critic_fn, obs, action, target):
+    """Both critics regress on one target (`critic_fn` values them together, `[2, batch]`)."""
+    q = critic_fn(critic_params, obs, action)
+    loss = jnp.sum(jnp.mean((q - target) ** 2, axis=-1))
+    return loss, q
 
 
 class OffPolicyAgent(AgentBase):

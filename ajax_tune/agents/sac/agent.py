@@ -7,9 +7,6 @@ temperature, one after another with separate optimisers, and moves the target cr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import flax.linen as nn
 import gymnasium
 import jax
 import jax.numpy as jnp
@@ -19,11 +16,10 @@ from flax import struct
 
 from ajax_tune.agents.base import action_scale
 from ajax_tune.agents.distributions import TanhNormal
-from ajax_tune.agents.networks import MLP
-from ajax_tune.agents.offpolicy import OffPolicyAgent, OffPolicyState, ReplayTransition
+from ajax_tune.agents.networks import MLP, TwinQ
+from ajax_tune.agents.offpolicy import OffPolicyAgent, OffPolicyState, ReplayTransition, check_bounded_box, twin_critic_loss
 from ajax_tune.agents.sac.config import SACConfig
-from ajax_tune.agents.sac.losses import actor_loss, critic_loss, sample_action, soft_target, temperature_loss
-from ajax_tune.fields import ConfigError
+from ajax_tune.agents.sac.losses import actor_loss, sample_action, soft_target, temperature_loss
 
 
 @struct.dataclass
@@ -32,50 +28,31 @@ class SACState(OffPolicyState):
     "log_alpha", each with its own optimiser state; `target_params`: the target critics."""
 
 
-class QNetwork(nn.Module):
-    hidden_sizes: Sequence[int]
-    activation: str = "relu"
-
-    @nn.compact
-    def __call__(self, obs, action):
-        return MLP(self.hidden_sizes, 1, self.activation)(jnp.concatenate([obs, action], axis=-1))[..., 0]
-
-
 class SAC(OffPolicyAgent):
     learn_keys = ("loss/critic", "loss/actor", "loss/temperature", "q/mean", "q/std", "entropy",
                   "grad_norm/critic", "grad_norm/actor")
     metric_keys = (*learn_keys, "alpha", "lr", "replay/size")
 
     def __init__(self, config: SACConfig, observation_space: gymnasium.spaces.Box, action_space):
-        if not (isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1
-                and np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-            raise ConfigError(f"agent.name 'sac' needs a bounded continuous action space (a 1-D Box); "
-                              f"this env's action space is {action_space}")
+        check_bounded_box("sac", action_space)
         self.action_dim = int(action_space.shape[0])
         super().__init__(config, observation_space, jnp.zeros((self.action_dim,), jnp.float32))
         self.dist = TanhNormal(self.action_dim)
         self.to_env = action_scale(action_space)
         self.actor = MLP(config.hidden_sizes, self.dist.param_size, config.activation, out_scale=0.01)
-        self.critic = QNetwork(config.hidden_sizes, config.activation)
+        self.critic = TwinQ(config.hidden_sizes, config.activation)
 
     def init(self, key: jax.Array) -> SACState:
         k_actor, k_q1, k_q2 = jax.random.split(key, 3)
         obs = jnp.zeros((1, *self.obs_shape), jnp.float32)
         action = jnp.zeros((1, self.action_dim), jnp.float32)
-        # Two separate initialisations, stacked: vmapping the orthogonal initialiser would batch
-        # LAPACK's QR (see the loop's note on init).
-        critic = jax.tree.map(lambda a, b: jnp.stack([a, b]),
-                              self.critic.init(k_q1, obs, action), self.critic.init(k_q2, obs, action))
+        critic = self.critic.init(k_q1, k_q2, obs, action)
         params = {"actor": self.actor.init(k_actor, obs), "critic": critic,
                   "log_alpha": jnp.asarray(np.log(self.config.init_alpha), jnp.float32)}
         return SACState(params=params, target_params=critic,
                         opt_state={name: self.optimizer.init(p) for name, p in params.items()}, **self.initial_fields())
 
     # -- acting --------------------------------------------------------------------------
-
-    def _q(self, critic_params, obs, action):
-        """Both critics' values, `[2, ...]`."""
-        return jax.vmap(self.critic.apply, in_axes=(0, None, None))(critic_params, obs, action)
 
     def act(self, state: SACState, obs, key, deterministic: bool = False):
         dist_params = self.actor.apply(state.params["actor"], self.obs_norm(state.obs_norm, obs))
@@ -108,15 +85,15 @@ class SAC(OffPolicyAgent):
             alpha = jnp.exp(params["log_alpha"])
 
             next_action, next_log_prob = sample_action(self.actor.apply, self.dist, params["actor"], next_obs, k_next)
-            target = soft_target(batch, next_action, next_log_prob, self._q(target_critic, next_obs, next_action),
+            target = soft_target(batch, next_action, next_log_prob, self.critic(target_critic, next_obs, next_action),
                                  alpha, hp.gamma)
-            (c_loss, q), grads = jax.value_and_grad(critic_loss, has_aux=True)(
-                params["critic"], self._q, obs, batch.action, target)
+            (c_loss, q), grads = jax.value_and_grad(twin_critic_loss, has_aux=True)(
+                params["critic"], self.critic, obs, batch.action, target)
             critic, opt_critic, critic_norm = self.optimizer.step(params["critic"], grads, opt_state["critic"], lr,
                                                                   hp.max_grad_norm)
 
             (a_loss, log_prob), grads = jax.value_and_grad(actor_loss, has_aux=True)(
-                params["actor"], critic, self.actor.apply, self._q, self.dist, obs, alpha, k_actor)
+                params["actor"], critic, self.actor.apply, self.critic, self.dist, obs, alpha, k_actor)
             actor, opt_actor, actor_norm = self.optimizer.step(params["actor"], grads, opt_state["actor"], lr,
                                                                hp.max_grad_norm)
 
@@ -143,7 +120,7 @@ class SAC(OffPolicyAgent):
         samplers read (how much the critics still have to learn about that env's task)."""
         obs, next_obs = self.obs_norm(state.obs_norm, fresh.obs), self.obs_norm(state.obs_norm, fresh.next_obs)
         next_action, next_log_prob = sample_action(self.actor.apply, self.dist, state.params["actor"], next_obs, key)
-        target = soft_target(fresh, next_action, next_log_prob, self._q(state.target_params, next_obs, next_action),
+        target = soft_target(fresh, next_action, next_log_prob, self.critic(state.target_params, next_obs, next_action),
                              jnp.exp(state.params["log_alpha"]), state.hp.gamma)
-        q = self._q(state.params["critic"], obs, fresh.action)  # [2, T, N]
+        q = self.critic(state.params["critic"], obs, fresh.action)  # [2, T, N]
         return jnp.mean(jnp.abs(q - target), axis=(0, 1))
