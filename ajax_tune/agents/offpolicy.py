@@ -9,8 +9,9 @@ outright; until then the losses are NaN, by design, and health does not count th
 sits in the agent's state, so the loop donates it, checkpoints save it, and a PBT exploit hands it
 to the exploiting trial with the parameters.
 
-An agent on this base supplies its networks, `init` (through `initial_fields`), `act`,
-`transition` (a `ReplayTransition`), `learn` and the names of what `learn` reports.
+An agent on this base supplies its config (on `OffPolicyConfig`), its networks, `init` (with
+`initial_fields`), `act`, `learn` and `learn_keys` (the names of what `learn` reports), and
+`stored_action` where it replays another action than the env's.
 """
 
 from __future__ import annotations
