@@ -96,7 +96,7 @@ def test_no_recompilation_when_task_and_hyperparameters_change(tmp_path):
     assert tasks == [4, 7, 7, 9, 9]
     assert float(seen[2]["lr"][0, 0]) == pytest.approx(5e-4)
     assert float(seen[4]["lr"][0, 0]) == pytest.approx(2e-3)
-    assert float(np.asarray(state.agent.hp["ent_coef"])[0]) == pytest.approx(0.1)
+    assert float(np.asarray(state.agent.hp.ent_coef)[0]) == pytest.approx(0.1)
     assert np.asarray(state.env.task["length"])[0].tolist() == list(range(1, 9))
     # a state restored from disk (committed to the device, unlike a fresh one) fits the same program
     loop.save(tmp_path / "ck", state)

@@ -143,12 +143,12 @@ def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
     assert loop.compilations == 1 and loop._train._cache_size() == 1
     assert [r["task/distance"][0, -1] for r in seen] == [1.0, 0.5, 0.5, 0.5]
     assert float(seen[3]["lr"][0, 0]) == pytest.approx(2e-3)
-    assert agents[3].hp["target_entropy_scale"].tolist() == [-0.25, -0.25]
-    assert agents[2].hp["tau"].tolist() == [pytest.approx(0.05)] * 2
+    assert agents[3].hp.target_entropy_scale.tolist() == [-0.25, -0.25]
+    assert agents[2].hp.tau.tolist() == [pytest.approx(0.05)] * 2
     # tau = 1 copies the critics into their targets at every gradient step; at 0.05 they lag
     kernel = lambda tree: jax.tree.leaves(tree)[0]  # noqa: E731
-    assert not np.array_equal(kernel(agents[2].target_critic), kernel(agents[2].params["critic"]))
-    assert_trees_equal(agents[3].target_critic, agents[3].params["critic"])
+    assert not np.array_equal(kernel(agents[2].target_params), kernel(agents[2].params["critic"]))
+    assert_trees_equal(agents[3].target_params, agents[3].params["critic"])
 
 
 # -- refused configs -----------------------------------------------------------------------------
@@ -161,7 +161,7 @@ def tiny_config(**agent):
 
 
 @pytest.mark.parametrize("config, message", [
-    (tiny_config(learning_starts=5_000), r"agent\.learning_starts \(5000\) is beyond .*train\.total_timesteps \(1000\)"),
+    (tiny_config(learning_starts=5_000), r"agent\.learning_starts \(5000\) must be below train\.total_timesteps \(1000\)"),
     (tiny_config(batch_size=128), r"agent\.batch_size \(128\) must not exceed agent\.capacity \(80\)"),
     (tiny_config(capacity=8, batch_size=8), r"agent\.capacity \(8\) must hold .* = 16"),
     (tiny_config(utd_ratio=0.1), r"agent\.utd_ratio \(0\.1\) times .* whole number of gradient steps .* got 1\.6"),
