@@ -15,15 +15,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
 
 from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
-from ajax_tune.curriculum import make_callback
+from ajax_tune.curriculum import Curriculum, make_callback
+from ajax_tune.curriculum.member import callable_name
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
 from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
 from ajax_tune.samplers.heldout import heldout_count, heldout_tasks
+from ajax_tune.task_control import EnvContext, TaskControl
 
 
 @dataclasses.dataclass
@@ -37,6 +38,11 @@ class RunParts:
     heldout: dict | None  # field -> [num_heldout, *shape]
     env_task_fn: Callable | None
     callbacks: list = dataclasses.field(default_factory=list)
+
+    def curriculum(self, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
+        """The run's curriculum over `control`: these parts, owned by it from here on."""
+        return Curriculum(control, env_ctx, env_task_fn=self.env_task_fn, callbacks=self.callbacks,
+                          sampler=self.sampler, histogram=self.histogram)
 
 
 def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
@@ -102,10 +108,3 @@ def named_metrics(parts: RunParts) -> dict[str, str]:
         if isinstance(getattr(cb, "metric", None), str):
             named[f"callbacks[{i}] ({type(cb).__name__})"] = cb.metric
     return named
-
-
-def callable_name(fn: Any) -> str:
-    """`module:qualname` of a function, through any functools.partial around it."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"

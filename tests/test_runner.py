@@ -34,12 +34,12 @@ def test_results_have_stable_plain_keys(runner):
 
 def test_bad_task_from_env_task_fn_leaves_the_state_alone(runner):
     before = jax.tree.map(np.asarray, jax.device_get(runner.state))
-    runner.env_task_fn = lambda result, env, ctx: {"length": 1000}
+    runner.curriculum.env_task_fn = lambda result, env, ctx: {"length": 1000}
     try:
         with pytest.raises(TaskError, match=r"corridor: task field 'length' expected integer scalar in \[1, 32\]"):
             runner.train()
     finally:
-        runner.env_task_fn = None
+        runner.curriculum.env_task_fn = None
     with pytest.raises(TaskError, match="unknown task field"):
         runner.set_task({"width": 3})
     # the failed call trained (its state is kept), but the task is unchanged
@@ -76,31 +76,31 @@ def test_threshold_curriculum_promotes_demotes_and_mixes():
     r = Runner(corridor_config(), trial_id="x")
     cb = ThresholdCurriculum(levels={"length": [2, 4, 8]}, metric="m", threshold=0.5, patience=2,
                              demote_below=0.1, mix_earlier=0.5)
-    r.callbacks = [cb]
-    cb.on_setup(r)
+    r.curriculum.callbacks = [cb]
+    cb.on_setup(r.tasks)  # what a callback sees of the trial: its task control
     assert r.get_task()["length"] == 2
     for value, level in [(0.6, 0), (0.7, 1), (float("nan"), 1), (0.6, 1), (0.9, 2), (0.9, 2), (0.0, 1)]:
-        cb.on_train_result(r, {"m": value})
+        cb.on_train_result(r.tasks, {"m": value})
         assert cb.level == level
-    per_env = r.task_settable_env.get_tasks()["length"]
+    per_env = r.curriculum.task_settable_env.get_tasks()["length"]
     assert r.get_task()["length"] == 4  # evaluations follow the current level
     assert (per_env == 4).sum() == 4 and set(per_env.tolist()) <= {2, 4} and per_env[0] == 4
     with pytest.raises(KeyError, match="metric 'm' is not in the result"):
-        cb.on_train_result(r, {"other": 1.0})
+        cb.on_train_result(r.tasks, {"other": 1.0})
 
 
 def test_save_restore_carries_curriculum_state(tmp_path):
     config = corridor_config(callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
                                          "kwargs": {"levels": {"length": [2, 6, 10]}, "threshold": 0.5}}])
     a = Runner(config, trial_id="same")
-    a.callbacks[0].level = 2
-    a.callbacks[0]._apply(a)
+    a.curriculum.callbacks[0].level = 2
+    a.curriculum.callbacks[0]._apply(a.tasks)
     a.train()
     a.save(tmp_path / "ck")
     b = Runner(config, trial_id="same")
-    assert b.callbacks[0].level == 0
+    assert b.curriculum.callbacks[0].level == 0
     b.restore(tmp_path / "ck")
-    assert b.callbacks[0].level == 2 and b.get_task()["length"] == 10 and b.iteration == 1
+    assert b.curriculum.callbacks[0].level == 2 and b.get_task()["length"] == 10 and b.iteration == 1
     assert_trees_equal(a.state, b.state)
     # another trial's checkpoint: same parameters, a different random stream
     c = Runner(config, trial_id="other")
