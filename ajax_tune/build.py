@@ -23,7 +23,6 @@ from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
 from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
-from ajax_tune.samplers.heldout import heldout_count, heldout_tasks
 from ajax_tune.task_control import EnvContext, TaskControl
 
 
@@ -59,7 +58,7 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
         check_run(cfg.train)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=heldout_count(cfg.heldout))
+    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=cfg.num_heldout)
 
 
 def build_run(cfg: Config, env) -> RunParts:
@@ -68,7 +67,7 @@ def build_run(cfg: Config, env) -> RunParts:
     sampler = make_task_sampler(env, cfg, levels, start_task)
     return RunParts(
         levels=levels, start_task=start_task, sampler=sampler, histogram=histogram(env, sampler),
-        heldout=heldout_tasks(cfg.heldout, env, base=start_task),
+        heldout=None if cfg.heldout is None else cfg.heldout.batch(env, base=start_task),
         env_task_fn=resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None,
         callbacks=[make_callback(spec) for spec in cfg.callbacks],
     )

@@ -12,17 +12,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune import keys
+from ajax_tune.call_output import CallOutput
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
-
-if TYPE_CHECKING:
-    from ajax_tune.loop import CallOutput
 
 #: The rows one evaluation writes (per seed: means over its episodes), and those of the
 #: held-out set (per seed and task) in the order of `keys.HELDOUT_NAMES`.

@@ -26,10 +26,13 @@ from flax import struct
 
 from ajax_tune import checkpoint, compat
 from ajax_tune.agents.base import Clock
+from ajax_tune.call_output import CallOutput, CallStats
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.evaluation import EVAL_ROWS, make_evaluate, summarize
 from ajax_tune.fields import ConfigError, init_only, static, static_values, traced, validate
+
+__all__ = ["CallOutput", "CallStats", "LoopConfig", "TrainLoop", "TrainState"]
 
 ON_NONFINITE = ("stop", "error", "continue")
 RESET_MODES = ("next_step", "unroll_start")
@@ -38,7 +41,8 @@ RESET_MODES = ("next_step", "unroll_start")
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
     total_timesteps: int = traced(1_000_000, ge=1, doc="the run's horizon: schedules span it")
-    timesteps_per_iteration: int = static(50_000, ge=1, doc="env steps per seed in one train() call")
+    timesteps_per_iteration: int = static(49_152, ge=1, doc="env steps per seed in one train() call (the default: "
+                                                            "whole unrolls of every built-in agent's defaults)")
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
     eval_episodes: int = static(10, ge=1)
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
@@ -72,34 +76,6 @@ class TrainState:
     eval_task: Task  # the task evaluations run on
     heldout: Task  # [num_heldout] fixed tasks evaluated beside it
     horizon: jax.Array  # float32 total_timesteps
-
-
-@struct.dataclass
-class CallStats:
-    """Per-env sums over one call (`[num_envs]` per seed): what task samplers learn from."""
-
-    episodes: jax.Array  # episodes finished
-    return_sum: jax.Array
-    success_sum: jax.Array  # NaN where the env reports no success
-    steps: jax.Array  # useful (unmasked) steps
-    signal_sum: jax.Array  # agent's learning signal, summed over updates where it was defined
-    signal_count: jax.Array
-    task: Task  # the task each env ran
-
-
-@struct.dataclass
-class CallOutput:
-    """What one call returns besides the state, leading axis seeds.
-
-    `rows` hold one value per update (`[seeds, updates]`; `[seeds, updates, num_heldout]` for
-    `eval/heldout/*`): `timestep`, the evaluation rows (`eval/timestep` is -1 and the values NaN
-    where none ran), the task evaluations ran on (`task/<field>`), the training episodes
-    (`train/*`) and the agent's metrics under its own names. `stats` are the per-env sums of the
-    call; `health` is, per part of the agent, 1 at each update while that part was finite."""
-
-    rows: dict[str, jax.Array]
-    stats: CallStats
-    health: dict[str, jax.Array]
 
 
 class TrainLoop:

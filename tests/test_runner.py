@@ -66,6 +66,19 @@ def test_reconfigure_onto_a_new_trial_leaks_nothing():
     assert first.loop.compilations == 1
 
 
+DEFAULT_ENVS = {"ppo": "cartpole", "dqn": "cartpole", "sac": "pendulum"}  # discrete, discrete, continuous
+
+
+def test_every_built_in_agents_defaults_with_only_the_env_named_are_a_valid_config():
+    from ajax_tune.agents import AGENTS
+
+    assert set(DEFAULT_ENVS) == set(AGENTS)
+    for agent, env in DEFAULT_ENVS.items():
+        config = Runner.check({"env": {"name": env}, "agent": {"name": agent}})
+        assert config.train.timesteps_per_iteration == 49_152
+    assert Runner.check({"env": {"name": "cartpole"}}).agent_name == "ppo"
+
+
 def test_reconfigure_rebuilds_only_for_static_changes():
     r = Runner(corridor_config())
     assert r.reconfigure(corridor_config(agent={"hidden_sizes": [16]})) is True

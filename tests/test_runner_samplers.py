@@ -15,7 +15,7 @@ from ajax_tune.experiment import Experiment
 from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.samplers import make_sampler
-from ajax_tune.samplers.heldout import heldout_tasks
+from ajax_tune.samplers.heldout import HeldOut
 
 SPACE = {"length": [4, 32]}
 HELDOUT = {"space": SPACE, "num_tasks": 3, "seed": 0}
@@ -70,7 +70,7 @@ def test_per_env_tasks_change_every_call_without_recompiling(run):
     assert np.all(np.isfinite(stats.learning_signal))
     buffered = run["states"][0]["buffer"]["length"]
     assert buffered and set(buffered) <= set(given[0].tolist())  # call 1's levels, scored
-    expected = heldout_tasks(HELDOUT, runner.env, base={"length": 4})["length"]
+    expected = HeldOut.parse(HELDOUT).batch(runner.env, base={"length": 4})["length"]
     np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"]), np.broadcast_to(expected, (2, 3)))
 
 
@@ -106,7 +106,7 @@ def test_the_heldout_count_is_static_and_its_tasks_are_data():
     runner = Runner(corridor_config(heldout=HELDOUT))
     assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "seed": 5})) is False
     np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"])[0],
-                                  heldout_tasks({**HELDOUT, "seed": 5}, runner.env)["length"])
+                                  HeldOut.parse({**HELDOUT, "seed": 5}).batch(runner.env)["length"])
     assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "num_tasks": 4})) is True
     assert runner.loop.num_heldout == 4
 

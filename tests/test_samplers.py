@@ -10,7 +10,7 @@ from ajax_tune.config import Config, ConfigError
 from ajax_tune.envs import make_env
 from ajax_tune.loop import CallStats
 from ajax_tune.samplers import LearningProgress, PrioritizedLevelReplay, TaskHistogram, TaskSpace, Uniform, make_sampler
-from ajax_tune.samplers.heldout import heldout_tasks
+from ajax_tune.samplers.heldout import HeldOut
 from ajax_tune.samplers.stats import EnvStats
 
 
@@ -337,15 +337,17 @@ def test_a_bad_sampler_space_stops_the_runner_before_compiling():
 
 
 def test_heldout_tasks_from_a_list_or_seeded_draws(corridor):
-    listed = heldout_tasks({"tasks": [{"length": 6}, {"length": 20, "exit_reward": 0.1}]}, corridor, base={"exit_reward": 0.2})
+    listed = HeldOut.parse({"tasks": [{"length": 6}, {"length": 20, "exit_reward": 0.1}]})
+    listed = listed.batch(corridor, base={"exit_reward": 0.2})
     assert listed["length"].tolist() == [6, 20]
     np.testing.assert_allclose(listed["exit_reward"], [0.2, 0.1])
     spec = {"space": {"length": [4, 32], "exit_reward": 0.1}, "num_tasks": 8, "seed": 3}
-    drawn, again = heldout_tasks(spec, corridor), heldout_tasks(spec, corridor)
+    drawn, again = HeldOut.parse(spec).batch(corridor), HeldOut.parse(spec).batch(corridor)
     assert drawn["length"].shape == (8,) and drawn["length"].dtype == np.int32
     np.testing.assert_array_equal(drawn["length"], again["length"])  # seeded: every trial evaluates the same set
-    assert not np.array_equal(drawn["length"], heldout_tasks({**spec, "seed": 4}, corridor)["length"])
-    assert heldout_tasks(None, corridor) is None
+    assert not np.array_equal(drawn["length"], HeldOut.parse({**spec, "seed": 4}).batch(corridor)["length"])
+    assert HeldOut.parse(None) is None and HeldOut.parse(spec).count == 8
+    assert HeldOut.parse(HeldOut.parse(spec).to_dict()) == HeldOut.parse(spec)  # what a checkpoint records reads back
     for bad, message in [
         ({"tasks": []}, "heldout.tasks must be a non-empty list of tasks"),
         ({"space": {"length": [4, 32]}}, "heldout.num_tasks must be an integer >= 1"),
@@ -354,7 +356,7 @@ def test_heldout_tasks_from_a_list_or_seeded_draws(corridor):
         ({"space": {"length": [4, 99]}, "num_tasks": 2}, "heldout.space.length: [4.0, 99.0] is outside"),
     ]:
         with pytest.raises(ConfigError) as info:
-            heldout_tasks(bad, corridor)
+            HeldOut.parse(bad).batch(corridor)
         assert message in str(info.value)
 
 

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ajax_tune.call_output import CallStats
 from ajax_tune.keys import HISTOGRAM_PREFIX
-
-if TYPE_CHECKING:
-    from ajax_tune.loop import CallStats
 
 MAX_HISTOGRAM_BINS = 16
 
