@@ -236,10 +236,11 @@ class TrainLoop:
 
     def abstract_state(self) -> TrainState:
         """The state's shapes and dtypes (`jax.ShapeDtypeStruct` leaves), traced from `init`
-        without compiling or allocating anything: what a checkpoint must fit, and what `call`
+        without compiling, allocating or starting JAX's backends: what a checkpoint must fit, and what `call`
         can be traced with to learn the shapes of a call's output."""
         keys = jax.ShapeDtypeStruct((self.config.num_seeds, 2), jnp.uint32)
-        task = task_to_jax(self.env.validate_task({}))
+        task = {k: jax.ShapeDtypeStruct(v.shape, jax.dtypes.canonicalize_dtype(v.dtype))
+                for k, v in self.env.validate_task({}).items()}
         return jax.eval_shape(self._init, keys, task)
 
     # -- training ------------------------------------------------------------------------
