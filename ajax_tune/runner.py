@@ -74,10 +74,10 @@ class Runner:
         cfg = self.config
         parts = build_run(cfg, self.env)  # before compiling anything
         self.heldout = parts.heldout
-        self.tasks = TaskControl(self.loop, parts.levels, owner=self)
+        self.control = TaskControl(self.loop, parts.levels, owner=self)
         env_ctx = EnvContext(env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
                              num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0, member=0)
-        self.curriculum = parts.curriculum(self.tasks, env_ctx)
+        self.curriculum = parts.curriculum(self.control, env_ctx)
         state = self.loop.init(seed=cfg.train.seed, task=parts.start_task)
         if self.heldout is not None:
             state = self.loop.set_heldout(state, self.heldout)
@@ -153,17 +153,17 @@ class Runner:
     # -- tasks ---------------------------------------------------------------------------
 
     def get_task(self, per_env: bool = False) -> dict[str, Any]:
-        return self.tasks.get_task(per_env=per_env)
+        return self.control.get_task(per_env=per_env)
 
     def get_level(self, per_env: bool = False) -> int | np.ndarray:
         """The level (with `env.levels`) evaluations run on, or one per env (-1: no level)."""
-        return self.tasks.get_level(per_env=per_env)
+        return self.control.get_level(per_env=per_env)
 
     def set_task(self, task: Any, eval_task: Any = None) -> None:
         """Validated before anything changes: a task that does not fit leaves the state as it was.
 
         With `env.levels`, a level number (or a list of one per env) stands for its task."""
-        self.tasks.set_task(task, eval_task=eval_task)
+        self.control.set_task(task, eval_task=eval_task)
 
     # -- checkpoints ---------------------------------------------------------------------
 

@@ -90,16 +90,16 @@ def test_threshold_curriculum_promotes_demotes_and_mixes():
     cb = ThresholdCurriculum(levels={"length": [2, 4, 8]}, metric="m", threshold=0.5, patience=2,
                              demote_below=0.1, mix_earlier=0.5)
     r.curriculum.callbacks = [cb]
-    cb.on_setup(r.tasks)  # what a callback sees of the trial: its task control
+    cb.on_setup(r.control)  # what a callback sees of the trial: its task control
     assert r.get_task()["length"] == 2
     for value, level in [(0.6, 0), (0.7, 1), (float("nan"), 1), (0.6, 1), (0.9, 2), (0.9, 2), (0.0, 1)]:
-        cb.on_train_result(r.tasks, {"m": value})
+        cb.on_train_result(r.control, {"m": value})
         assert cb.level == level
     per_env = r.curriculum.task_settable_env.get_tasks()["length"]
     assert r.get_task()["length"] == 4  # evaluations follow the current level
     assert (per_env == 4).sum() == 4 and set(per_env.tolist()) <= {2, 4} and per_env[0] == 4
     with pytest.raises(KeyError, match="metric 'm' is not in the result"):
-        cb.on_train_result(r.tasks, {"other": 1.0})
+        cb.on_train_result(r.control, {"other": 1.0})
 
 
 def test_save_restore_carries_curriculum_state(tmp_path):
@@ -107,7 +107,7 @@ def test_save_restore_carries_curriculum_state(tmp_path):
                                          "kwargs": {"levels": {"length": [2, 6, 10]}, "threshold": 0.5}}])
     a = Runner(config, trial_id="same")
     a.curriculum.callbacks[0].level = 2
-    a.curriculum.callbacks[0]._apply(a.tasks)
+    a.curriculum.callbacks[0]._apply(a.control)
     a.train()
     a.save(tmp_path / "ck")
     b = Runner(config, trial_id="same")
