@@ -25,12 +25,13 @@ from ajax_tune.evaluation import LOOP_ROWS
 from ajax_tune.loop import TrainLoop
 
 
-def result_keys(config: Mapping | Config) -> frozenset[str]:
-    """Every key a result of `config` holds (Ray Tune's own keys, such as
-    `training_iteration`, aside)."""
+def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[str]:
+    """Every key `Runner.train` reports for `config`; with `tune`, also those Ray Tune adds to
+    each result of a trial (`training_iteration`, `time_total_s`, ...)."""
     cfg = Config.from_dict(config)
     env, loop = build_loop(cfg)
-    return keys_of(cfg, loop, build_run(cfg, env))
+    keys = keys_of(cfg, loop, build_run(cfg, env))
+    return keys | frozenset(K.TUNE_KEYS) if tune else keys
 
 
 def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:

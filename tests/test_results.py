@@ -75,3 +75,14 @@ def test_declared_metric_keys_are_read_without_tracing_a_call(monkeypatch):
     keys = result_keys(corridor_config(agent={"name": "test_results:DeclaredPPO"}))
     assert {"declared/only", "loss/policy", "lr"} <= keys and "loss/value" not in keys
     assert {"health/params_nonfinite_at", "health/opt_state_nonfinite_at", "health/loss_nonfinite_at"} <= keys
+
+
+def test_tune_keys_are_among_those_ray_tune_fills_in():
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    from ajax_tune.keys import TUNE_KEYS
+
+    assert set(TUNE_KEYS) <= set(AUTO_RESULT_KEYS)
+    keys = result_keys(CONFIGS["ppo_sampler"], tune=True)
+    assert {"training_iteration", "time_total_s", "eval/return_mean"} <= keys
+    assert "training_iteration" not in result_keys(CONFIGS["ppo_sampler"])
