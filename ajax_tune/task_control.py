@@ -56,9 +56,10 @@ class TaskControl:
         """The env's task fields (`TaskField`: shape, dtype, range)."""
         return self._loop.env.task_spec
 
-    def validate_task(self, task: Mapping, current: Mapping | None = None, num_envs: int | None = None) -> dict:
-        """The env's own check of a task (fields left out keep `current`'s values)."""
-        return self._loop.env.validate_task(task, current=current, num_envs=num_envs)
+    def validate_task(self, task: Mapping, num_envs: int | None = None, current: Mapping | None = None) -> dict:
+        """The env's own check of a task, as `Env.validate_task` (fields left out keep
+        `current`'s values)."""
+        return self._loop.env.validate_task(task, num_envs=num_envs, current=current)
 
     @property
     def state(self):
