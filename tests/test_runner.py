@@ -8,9 +8,10 @@ import pytest
 from helpers import assert_trees_equal, corridor_config
 
 from ajax_tune.config import ConfigError
-from ajax_tune.curriculum import ThresholdCurriculum
+from ajax_tune.curriculum import Callback, ThresholdCurriculum
 from ajax_tune.envs import TaskError
 from ajax_tune.runner import Runner
+from ajax_tune.task_control import TaskControl
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +65,41 @@ def test_reconfigure_onto_a_new_trial_leaks_nothing():
     assert ra == rb or (math.isnan(ra) and math.isnan(rb))
     assert_trees_equal(first.state.agent.params, fresh.state.agent.params)
     assert first.loop.compilations == 1
+
+
+class Recorder(Callback):
+    """Which hooks ran, in order, and what each was handed."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_setup(self, control):
+        self.seen.append(("setup", control))
+
+    def on_train_result(self, control, result):
+        self.seen.append(("train", control))
+
+    def on_task_change(self, control, old_task, new_task):
+        self.seen.append((f"task {old_task['length']}->{new_task['length']}", control))
+
+    def on_checkpoint_save(self, control, checkpoint_dir):
+        self.seen.append(("save", control))
+
+    def on_checkpoint_load(self, control, checkpoint_dir):
+        self.seen.append(("load", control))
+
+
+def test_callbacks_see_the_task_control_not_the_runner(tmp_path):
+    recorder = Recorder()
+    r = Runner(corridor_config(callbacks=[recorder]), trial_id="c")
+    r.set_task({"length": 6})
+    r.train()
+    r.save(tmp_path / "ck")
+    r.restore(tmp_path / "ck")
+    assert [hook for hook, _ in recorder.seen] == ["setup", "task 4->6", "train", "save", "load"]
+    assert all(control is r.control and isinstance(control, TaskControl) for _, control in recorder.seen)
+    assert (r.control.num_envs, r.control.iteration, r.control.trial_id) == (8, 1, "c")
+    assert r.control.state is r.state and r.control.task_spec is r.env.task_spec
 
 
 DEFAULT_ENVS = {"ppo": "cartpole", "dqn": "cartpole", "sac": "pendulum"}  # discrete, discrete, continuous
