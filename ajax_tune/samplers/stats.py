@@ -40,12 +40,13 @@ class EnvStats:
             raise ValueError(f"per-env statistics are [num_seeds, num_envs], got episodes of shape {episodes.shape}")
         num_seeds, num_envs = episodes.shape
         flat = lambda x: np.asarray(x).reshape(num_seeds * num_envs, *np.shape(x)[2:])  # noqa: E731
-        count = np.asarray(stats.signal_count, np.float64)
-        signal = np.asarray(stats.signal_sum, np.float64) / np.where(count > 0, count, np.nan)
+        # the mean in the loop's own precision (float32), as the signal always reached samplers
+        count = np.asarray(stats.signal_count)
+        signal = np.asarray(stats.signal_sum) / np.where(count > 0, count, np.nan).astype(count.dtype)
         return cls(
             num_seeds=num_seeds, num_envs=num_envs, tasks={k: flat(v) for k, v in stats.task.items()},
             episodes=flat(episodes), return_sum=flat(np.asarray(stats.return_sum, np.float64)),
-            success_sum=flat(np.asarray(stats.success_sum, np.float64)), learning_signal=flat(signal),
+            success_sum=flat(np.asarray(stats.success_sum, np.float64)), learning_signal=flat(signal.astype(np.float64)),
             steps=flat(np.asarray(stats.steps, np.float64)),
         )
 
