@@ -18,14 +18,13 @@ and a wrong type or range names the key and what is allowed.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ajax_tune.agents import AGENTS
 from ajax_tune.fields import ConfigError, check_keys, init_only, static, static_values, validate
-from ajax_tune.imports import is_import_path, resolve_import
+from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
 from ajax_tune.samplers.heldout import HeldOut
@@ -67,6 +66,7 @@ class ResourcesConfig:
         validate(self, "resources")
 
 
+_AGENTS = Registry("agent.name", AGENTS, imports="module:Class")
 SECTIONS = {"env": EnvConfig, "train": LoopConfig, "resources": ResourcesConfig}
 TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources")
 
@@ -176,21 +176,14 @@ def resolve_agent(name: Any) -> tuple[type, type]:
     - `Class(config, observation_space, action_space)` builds the agent, which implements
       `ajax_tune.agents.base.Agent`.
     """
-    if not isinstance(name, str):
-        raise ConfigError(f"agent.name must be a string, got {name!r}")
-    if name in AGENTS:
-        return AGENTS[name]
-    if is_import_path(name):
-        cls = resolve_import(name, "agent.name")
-        config = getattr(cls, "Config", None)
-        if not isinstance(cls, type) or not (isinstance(config, type) and dataclasses.is_dataclass(config)):
-            raise ConfigError(f"agent.name {name!r} must name an agent class whose `Config` attribute is its "
-                              f"config dataclass, got {cls!r}")
-        return cls, config
-    close = difflib.get_close_matches(name, list(AGENTS), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"agent.name must be one of {sorted(AGENTS)} or a 'module:Class' import path, "
-                      f"got {name!r}{hint}")
+    found = _AGENTS.resolve(name)
+    if not _AGENTS.is_import_path(name):
+        return found
+    config = getattr(found, "Config", None)
+    if not isinstance(found, type) or not (isinstance(config, type) and dataclasses.is_dataclass(config)):
+        raise ConfigError(f"agent.name {name!r} must name an agent class whose `Config` attribute is its "
+                          f"config dataclass, got {found!r}")
+    return found, config
 
 
 def resolve_callable(spec: Any, what: str) -> Callable:

@@ -4,8 +4,13 @@ Each measured run is a fresh process (a *worker*, one script in `benchmarks/peer
 side pays its own imports and compilation and no side inherits another's warm caches. Our
 workers run in the project's interpreter; a peer's run in a virtual environment of its own,
 which this module creates on first use outside the repository (by default under
-`~/.cache/ajax_tune_bench/<peer>`, or under `$AJAX_TUNE_BENCH_PEERS`, or `--peer-root`), with
-pinned versions, so a peer's older JAX never meets ours.
+`~/.cache/ajax_tune_bench/<peer>-jax<version>`, or under `$AJAX_TUNE_BENCH_PEERS`, or
+`--peer-root`), with pinned versions. A peer that runs on JAX runs on the project's own JAX
+stack (jax, jaxlib, flax, optax, chex at the versions this interpreter has, read at run time),
+so that a comparison compares the tools and not JAX versions; `--peer-jax VERSION` (or
+`$AJAX_TUNE_BENCH_PEER_JAX`) pins another JAX for the peer instead. Every JSON and table the
+harness writes records both sides' versions, as installed (`python benchmarks/harness.py
+--dry-run` prints the pins and our versions without installing anything).
 
 A worker reads one JSON object of settings from its first argument and prints one line
 `RESULT {...}` with what it measured. The harness alternates the sides (A B B A A B ...) so
@@ -14,8 +19,11 @@ that drift in the machine's load falls on both, and reports medians.
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import functools
 import hashlib
+import importlib.metadata
 import json
 import os
 import pathlib
@@ -33,17 +41,42 @@ PEERS_DIR = HERE / "peers"
 RESULTS_DIR = HERE / "results"
 ROOT_ENV = "AJAX_TUNE_BENCH_PEERS"
 
-# Pinned so that a peer's numbers can be reproduced: each list installs into its own venv.
-PEERS: dict[str, list[str]] = {
+# What each peer installs, pinned so that its numbers can be reproduced (each into its own venv).
+# `shared`: the packages it has in common with us, installed at our versions (see shared_pins).
+PEERS: dict[str, dict] = {
     # Rejax 0.1.3 with gymnax before 1.0 (the CartPole-v1 port whose dynamics ours matches).
-    "rejax": [
-        "rejax==0.1.3", "gymnax==0.0.9", "jax==0.4.38", "jaxlib==0.4.38", "flax==0.10.2",
-        "optax==0.2.4", "distrax==0.1.5", "chex==0.1.88", "tensorflow-probability==0.25.0",
-        "numpy<2.2",
-    ],
-    # RLlib's PPO on gymnasium's CartPole-v1, with a CPU build of torch.
-    "rllib": ["ray[rllib]==2.60.0", "torch==2.13.0"],
+    "rejax": {
+        "pins": ["rejax==0.1.3", "gymnax==0.0.9", "distrax==0.1.5", "tensorflow-probability==0.25.0"],
+        "shared": ("jax", "jaxlib", "flax", "optax", "chex", "numpy"),
+        "packages": ("rejax", "gymnax"),
+    },
+    # RLlib's PPO on gymnasium's CartPole-v1, with a CPU build of torch (no JAX).
+    "rllib": {"pins": ["ray[rllib]==2.60.0", "torch==2.13.0"], "shared": (), "packages": ("ray", "torch")},
 }
+PEER_JAX_ENV = "AJAX_TUNE_BENCH_PEER_JAX"
+# The versions recorded for every side: the JAX stack, and the side's own packages.
+STACK = ("jax", "jaxlib", "flax", "optax")
+
+
+def ours(package: str) -> str:
+    return importlib.metadata.version(package)
+
+
+def shared_pins(name: str, jax_version: str | None = None) -> list[str]:
+    """Pins of the packages peer `name` shares with us: our versions, read from this interpreter;
+    with `jax_version` (or $AJAX_TUNE_BENCH_PEER_JAX), that JAX instead, and pip's choice of the
+    libraries built on it."""
+    shared = PEERS[name]["shared"]
+    if not shared:
+        return []
+    jax_version = jax_version or os.environ.get(PEER_JAX_ENV)
+    if jax_version and jax_version != ours("jax"):
+        return [f"jax=={jax_version}", f"jaxlib=={jax_version}"]
+    return [f"{package}=={ours(package)}" for package in shared]
+
+
+def peer_pins(name: str, jax_version: str | None = None) -> list[str]:
+    return [*PEERS[name]["pins"], *shared_pins(name, jax_version)]
 
 
 def peer_root(override: str | None = None) -> pathlib.Path:
@@ -51,22 +84,58 @@ def peer_root(override: str | None = None) -> pathlib.Path:
     return pathlib.Path(root).expanduser()
 
 
-def peer_python(name: str, root: str | None = None) -> pathlib.Path:
+def peer_dir(name: str, root: str | None = None, jax_version: str | None = None) -> pathlib.Path:
+    """One venv per peer and JAX version, so that switching between them reinstalls nothing."""
+    jax_pin = next((p.split("==")[1] for p in shared_pins(name, jax_version) if p.startswith("jax==")), None)
+    return peer_root(root) / (f"{name}-jax{jax_pin}" if jax_pin else name)
+
+
+def peer_python(name: str, root: str | None = None, jax_version: str | None = None) -> pathlib.Path:
     """The interpreter of peer `name`'s venv, created (and its pins installed) when missing or
     when the pins changed."""
-    pins = PEERS[name]
-    where = peer_root(root) / name
+    pins = peer_pins(name, jax_version)
+    where = peer_dir(name, root, jax_version)
     python = where / "bin" / "python"
     stamp = where / "pins.sha1"
     digest = hashlib.sha1("\n".join(pins).encode()).hexdigest()
+    SIDES[name] = (str(python), PEERS[name]["packages"])
     if python.exists() and stamp.exists() and stamp.read_text().strip() == digest:
         return python
-    print(f"[harness] creating the {name} environment in {where} (once)", file=sys.stderr, flush=True)
+    print(f"[harness] creating the {name} environment in {where} (once): {' '.join(pins)}", file=sys.stderr, flush=True)
     venv.EnvBuilder(with_pip=True, clear=True).create(where)
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True)
     subprocess.run([str(python), "-m", "pip", "install", "-q", *pins], check=True)
     stamp.write_text(digest + "\n")
     return python
+
+
+# The interpreters this process ran workers in: side -> (python, the side's own packages).
+SIDES: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+@functools.cache
+def installed_versions(python: str, packages: tuple[str, ...]) -> dict[str, str | None]:
+    """The versions an interpreter really has (what pip installed, not what was asked for)."""
+    names = [*STACK, *packages]
+    code = ("import importlib.metadata as m, json, sys\n"
+            "def v(p):\n"
+            "    try:\n        return m.version(p)\n"
+            "    except m.PackageNotFoundError:\n        return None\n"
+            "print(json.dumps({p: v(p) for p in sys.argv[1:]}))")
+    out = subprocess.run([python, "-c", code, *names], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def versions() -> dict[str, dict]:
+    """Both sides' versions: ours always, and every peer this process ran."""
+    sides = {"ajax_tune": (sys.executable, ("ajax-tune",)), **SIDES}
+    return {side: installed_versions(python, package) for side, (python, package) in sides.items()
+            if pathlib.Path(python).exists()}
+
+
+def versions_cell(side: str) -> str:
+    found = versions().get(side, {})
+    return ", ".join(f"{k} {v}" for k, v in found.items() if v)
 
 
 def worker_env() -> dict[str, str]:
@@ -154,6 +223,7 @@ def write_results(name: str, payload: dict, out: str | os.PathLike | None = None
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python " + " ".join(shlex.quote(a) for a in [_relative(sys.argv[0]), *sys.argv[1:]]),
         "machine": machine(),
+        "versions": versions(),
         **payload,
     }
     record["machine"]["load_average_at_end"] = load_average()
@@ -171,7 +241,8 @@ def _relative(path: str) -> str:
 
 def side_table(results: list[dict], columns: list[tuple[str, Callable[[dict, str, dict], str]]]) -> str:
     """A markdown table with a row per side of every result: `columns` are (header, cell) pairs,
-    where `cell(result, side, medians)` formats one cell."""
+    where `cell(result, side, medians)` formats one cell. The last column is the side's versions."""
+    columns = [*columns, ("versions", lambda r, side, m: versions_cell(side))]
     lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
     for res in results:
         for side, med in res["summary"].items():
@@ -184,3 +255,18 @@ def ratio_cell(res: dict, side: str, ours: str = "ajax_tune") -> str:
     """The median useful-throughput ratio, on our side's row only."""
     ratio = res["summary"].get("useful_ratio")
     return f"{ratio['median']:.2f}x" if side == ours and ratio else ""
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description="Show what the peers' environments would install, and our versions.")
+    parser.add_argument("--dry-run", action="store_true", help="print the pins and versions; install nothing")
+    parser.add_argument("--peer-jax", default=None, help=f"JAX for the peers instead of ours (${PEER_JAX_ENV})")
+    parser.add_argument("--peer-root", default=None)
+    args = parser.parse_args(argv)
+    print(json.dumps({"ajax_tune": installed_versions(sys.executable, ("ajax-tune",)),
+                      "peers": {name: {"venv": str(peer_dir(name, args.peer_root, args.peer_jax)),
+                                       "pins": peer_pins(name, args.peer_jax)} for name in PEERS}}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

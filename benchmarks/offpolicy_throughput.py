@@ -86,6 +86,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runs", type=int, default=1, help="timed trainings per process after the first")
     parser.add_argument("--peers", nargs="*", default=["rejax"])
+    parser.add_argument("--peer-jax", default=None, help="JAX version for the peers (default: ours)")
     parser.add_argument("--peer-root", default=None)
     parser.add_argument("--quick", action="store_true", help="short budgets, one repeat: a smoke run")
     parser.add_argument("--out", default=None)
@@ -110,13 +111,13 @@ def main(argv=None) -> None:
             for peer in args.peers:
                 peer_settings = {"algo": name, "rejax_config": rejax_config(name, spec), "num_seeds": num_seeds,
                                  "total_steps": total, "runs": args.runs}
-                sides[peer] = (harness.peer_python(peer, args.peer_root), f"{peer}_offpolicy.py", peer_settings)
+                sides[peer] = (harness.peer_python(peer, args.peer_root, args.peer_jax), f"{peer}_offpolicy.py", peer_settings)
             print(f"== {name}, {num_seeds} seed(s)", flush=True)
             runs = harness.alternate(sides, args.repeats)
             results.append({"agent": name, "num_seeds": num_seeds, "settings": ours, "summary": compare(runs),
                             "warmup_share": spec["agent_config"]["learning_starts"] / total, "runs": runs})
 
-    probe = sampling_probe(args.peers, args.peer_root, args.agents, args.quick)
+    probe = sampling_probe(args.peers, args.peer_root, args.agents, args.quick, args.peer_jax)
     path = harness.write_results("offpolicy_throughput" + ("_quick" if args.quick else ""),
                                  {"results": results, "sampling_probe": probe}, args.out)
     print(table(results))
@@ -126,13 +127,13 @@ def main(argv=None) -> None:
     print(f"(written to {path})")
 
 
-def sampling_probe(peers: list[str], peer_root, agents: list[str], quick: bool) -> list[dict]:
+def sampling_probe(peers: list[str], peer_root, agents: list[str], quick: bool, peer_jax=None) -> list[dict]:
     """Time one minibatch draw of each kind in Rejax's interpreter, for the buffers used here."""
     if "rejax" not in peers:
         return []
     shapes = [{"capacity": AGENTS[a]["agent_config"]["capacity"], "batch": AGENTS[a]["agent_config"]["batch_size"]}
               for a in agents]
-    out = harness.run_worker(harness.peer_python("rejax", peer_root), "rejax_sampling.py",
+    out = harness.run_worker(harness.peer_python("rejax", peer_root, peer_jax), "rejax_sampling.py",
                              {"shapes": shapes, "draws": 10 if quick else 100})
     return out["draws"]
 

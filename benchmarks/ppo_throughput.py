@@ -57,6 +57,7 @@ def main(argv=None) -> None:
     parser.add_argument("--total-steps", type=int, default=491_520)
     parser.add_argument("--reset-mode", default=None, help="ajax_tune's train.reset_mode (default: the loop's)")
     parser.add_argument("--peers", nargs="*", default=["rejax"], help="peers to run ('--peers' alone: none)")
+    parser.add_argument("--peer-jax", default=None, help="JAX version for the peers (default: ours)")
     parser.add_argument("--peer-root", default=None, help=f"where peer venvs live (${harness.ROOT_ENV})")
     parser.add_argument("--xla-flags", default=None,
                         help="XLA_FLAGS for both sides, e.g. '--xla_cpu_multi_thread_eigen=false "
@@ -73,7 +74,7 @@ def main(argv=None) -> None:
         ours = dict(settings, **({"reset_mode": args.reset_mode} if args.reset_mode else {}))
         sides = {"ajax_tune": (sys.executable, "ajax_tune_ppo.py", ours)}
         for peer in args.peers:
-            sides[peer] = (harness.peer_python(peer, args.peer_root), f"{peer}_ppo.py", settings)
+            sides[peer] = (harness.peer_python(peer, args.peer_root, args.peer_jax), f"{peer}_ppo.py", settings)
         print(f"== {num_seeds} seed(s)", flush=True)
         env = {"XLA_FLAGS": args.xla_flags} if args.xla_flags is not None else None
         runs = harness.alternate(sides, args.repeats, extra_env=env)

@@ -8,7 +8,8 @@ _CACHE = pathlib.Path(__file__).resolve().parent.parent / ".jax_cache"
 os.environ.setdefault("AJAX_TUNE_COMPILATION_CACHE", str(_CACHE))
 # Most tests train for a few calls, where XLA's optimisation passes cost more time than they save:
 # compile with few of them (set before JAX starts, so Ray workers and subprocesses inherit it).
-# Tests marked `learning` train to a threshold in this process and compile fully optimised.
+# Tests marked `learning` (they train to a threshold in this process) or `optimised` (they check a
+# claim about the build users run, such as bit-identical split runs) compile fully optimised.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
 import jax  # noqa: E402
@@ -24,20 +25,24 @@ SLOW_MODULES = {"test_examples.py"}  # each test runs a script in its own proces
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark `slow` every test that starts Ray (uses the `ray_session` fixture), spawns processes or
-    trains to a threshold (`learning`), so that `pytest -m "not slow"` is the fast loop. Plain
-    `pytest` runs everything."""
+    """Mark `slow` every test that starts Ray (uses the `ray_session` fixture), spawns processes,
+    trains to a threshold (`learning`) or compiles fully optimised (`optimised`), so that
+    `pytest -m "not slow"` is the fast loop. Plain `pytest` runs everything."""
     for item in items:
         if ("ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES
-                or item.get_closest_marker("learning")):
+                or fully_optimised(item)):
             item.add_marker(pytest.mark.slow)
 
 
+def fully_optimised(item) -> bool:
+    return item.get_closest_marker("learning") is not None or item.get_closest_marker("optimised") is not None
+
+
 @pytest.fixture(autouse=True)
-def _optimised_for_learning(request):
-    """Full XLA optimisation for the duration of a `learning` test: its run time, not its compile
-    time, is what it costs."""
-    if request.node.get_closest_marker("learning") is None:
+def _fully_optimised(request):
+    """Full XLA optimisation for the duration of a `learning` test (its run time, not its compile
+    time, is what it costs) or an `optimised` one (what it checks must hold where users run)."""
+    if not fully_optimised(request.node):
         yield
         return
     before = jax.config.read("jax_disable_most_optimizations")
@@ -48,15 +53,22 @@ def _optimised_for_learning(request):
         jax.config.update("jax_disable_most_optimizations", before)
 
 
+def cpus_per_worker() -> int:
+    """This process's share of the machine: each xdist worker starts a Ray of its own, so the
+    workers split the CPUs between them rather than each booking all of them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    return max(1, len(os.sched_getaffinity(0)) // workers)
+
+
 @pytest.fixture(scope="session")
 def ray_session():
-    """One local Ray for the whole session (2 CPUs). Workers inherit the environment, so they
-    use the same compilation cache and can import the test helpers."""
+    """One local Ray for the whole session, of this worker's share of the CPUs. Workers inherit
+    the environment, so they use the same compilation cache and can import the test helpers."""
     import ray
 
     paths = [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(num_cpus=cpus_per_worker(), include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()

@@ -60,3 +60,22 @@ def assert_refused_before_compiling(config, message):
     assert "\n" not in str(info.value)
     with pytest.raises(ConfigError, match=message):
         Runner(config)
+
+
+def import_extra(module: str, extra: str):
+    """`module`, which the `extra` installs (and `dev` with it). Missing, it fails the tests that
+    need it: a broken install must not pass as skipped tests. A user who installed without the
+    extra on purpose skips them by naming it in AJAX_TUNE_TESTS_WITHOUT (comma-separated), except
+    in CI, where nothing may be left out."""
+    import importlib
+    import os
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        reason = f"{module} does not import ({exc})"
+    opted_out = extra in os.environ.get("AJAX_TUNE_TESTS_WITHOUT", "").replace(" ", "").split(",")
+    if opted_out and not os.environ.get("CI"):
+        pytest.skip(f"{reason}; skipped as AJAX_TUNE_TESTS_WITHOUT asks", allow_module_level=True)
+    pytest.fail(f"{reason}: install it with pip install 'ajax-tune[{extra}]' (or '.[dev]'), or set "
+                f"AJAX_TUNE_TESTS_WITHOUT={extra} to skip the tests that need it", pytrace=False)

@@ -29,12 +29,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_node(args, env, log: pathlib.Path) -> subprocess.Popen:
+# Every wait ends before pytest's per-test timeout kills the test: they share one deadline, which
+# leaves this much for stopping the nodes (at most 2 x NODE_STOP_S + 15 s).
+NODE_STOP_S = 30
+CLEANUP_S = 2 * NODE_STOP_S + 15 + 15
+
+
+def left(deadline: float) -> float:
+    return max(1.0, deadline - time.monotonic())
+
+
+def start_node(args, env, log: pathlib.Path, deadline: float) -> subprocess.Popen:
     """`ray start --block`: the node lives as long as this process, which stops it on SIGTERM."""
     process = subprocess.Popen([BIN / "ray", "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
                                 "--disable-usage-stats", *args], env=env, stdout=log.open("w"),
                                stderr=subprocess.STDOUT, start_new_session=True)
-    deadline = time.monotonic() + 300
     while "Ray runtime started" not in log.read_text():
         assert process.poll() is None, log.read_text()[-2000:]
         assert time.monotonic() < deadline, "ray start did not come up"
@@ -50,17 +59,18 @@ def stop_nodes(nodes):
             node.send_signal(signal.SIGTERM)
     for node in nodes:
         try:
-            node.wait(timeout=60)
+            node.wait(timeout=NODE_STOP_S)
         except subprocess.TimeoutExpired:
             node.kill()
-    psutil.wait_procs([p for p, _ in family if p.is_running()], timeout=30)
+    psutil.wait_procs([p for p, _ in family if p.is_running()], timeout=15)
     for process, started in family:  # whatever ignored the shutdown, and only ours
         if process.is_running() and process.create_time() == started:
             process.kill()
 
 
 @pytest.mark.slow
-def test_two_nodes_on_loopback_with_a_token(tmp_path):
+def test_two_nodes_on_loopback_with_a_token(tmp_path, pytestconfig):
+    deadline = time.monotonic() + float(pytestconfig.getini("timeout") or 600) - CLEANUP_S
     port, token = free_port(), secrets.token_hex(32)
     temp = pathlib.Path(tempfile.mkdtemp(prefix="ajt", dir="/tmp"))  # short: Ray's socket paths are limited
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "JAX_PLATFORMS": "cpu",
@@ -70,9 +80,9 @@ def test_two_nodes_on_loopback_with_a_token(tmp_path):
     try:
         nodes.append(start_node(["--head", "--port", str(port), "--temp-dir", str(temp / "head"),
                                  "--include-dashboard", "false"],
-                                env, tmp_path / "head.log"))
+                                env, tmp_path / "head.log", deadline))
         nodes.append(start_node(["--address", f"127.0.0.1:{port}", "--temp-dir", str(temp / "worker")],
-                                env, tmp_path / "worker.log"))
+                                env, tmp_path / "worker.log", deadline))
 
         seen = tmp_path / "nodes"
         seen.mkdir()
@@ -88,9 +98,9 @@ def test_two_nodes_on_loopback_with_a_token(tmp_path):
                                     stderr=subprocess.PIPE, text=True)
                    for name, change in (("none", {"RAY_AUTH_MODE": "disabled"}), ("other", {"RAY_AUTH_TOKEN": "0" * 64}))]
         try:
-            out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=900)
+            out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=left(deadline))
             for process, words in zip(refused, ("this process has no token", "refused this machine's token")):
-                _, err = process.communicate(timeout=300)
+                _, err = process.communicate(timeout=left(deadline))
                 lines = [line for line in err.splitlines() if "warp" not in line]
                 assert process.returncode == 2 and len(lines) == 1, err
                 assert words in lines[0] and "RAY_AUTH_MODE=token" in lines[0]

@@ -20,6 +20,10 @@ from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.schedules import Schedule
 
+# Bit-identity is claimed for the build users run: checked there too (slow tier), and in the
+# quicker build the other tests use.
+BUILDS = pytest.mark.parametrize("build", ["few_passes", pytest.param("optimised", marks=pytest.mark.optimised)])
+
 # A small DQN whose buffer wraps around within a few updates, with learning under way after the
 # first update, a target network moved every other gradient step and observation statistics.
 SMALL = dict(num_envs=4, unroll_length=8, utd_ratio=0.25, batch_size=16, capacity=160, learning_starts=32,
@@ -46,8 +50,10 @@ def hp(**values):
     return {k: jnp.float32(v) for k, v in values.items()}
 
 
-def test_split_run_with_restore_is_bit_identical_buffer_included(tmp_path):
+@BUILDS
+def test_split_run_with_restore_is_bit_identical_buffer_included(tmp_path, build):
     """One call of 6 updates == two calls of 3 with a save and a restore into a fresh loop."""
+    assert jax.config.read("jax_disable_most_optimizations") is (build == "few_passes")
     long_loop = small_loop(timesteps_per_iteration=6 * UNROLL)
     long_state, long_rows = long_loop.train(long_loop.init(seed=5))
     long_state, long_rows = host(long_state), per_update(long_rows)
@@ -270,10 +276,9 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
         settings = set()
         for r in trial_rows:
             assert r["perf/compilations"] == 1 and r["train/nonfinite"] == 0
-            # env steps are the state's own count, a whole number of calls. (Not training_iteration
-            # * budget: under synchronous PBT an exploiting trial once reported a state a call ahead
-            # of the iteration Tune restored, likely a donor checkpoint saved after the exploit.)
-            assert r["env_steps"] % budget == 0 and r["env_steps"] >= r["iterations_since_restore"] * budget
+            # the state's lineage: Tune's counter follows the state loaded, also where synchronous
+            # PBT hands an exploiting trial a donor checkpoint that the donor's next save overwrote
+            assert r["env_steps"] == r["training_iteration"] * budget
             # the schedules in force, read at the timestep the call's last unroll began
             agent = r["config"]["agent"]
             settings.add((agent["lr"]["peak"], agent.get("epsilon_end"), agent.get("epsilon_decay_fraction")))

@@ -6,9 +6,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import host
+from helpers import host, import_extra
 
-pytest.importorskip("gymnax", reason="gymnax is an extra: pip install 'ajax-tune[gymnax]'")
+import_extra("gymnax", extra="gymnax")
 
 from flax import struct  # noqa: E402
 from gymnax.environments import environment, spaces  # noqa: E402

@@ -121,7 +121,9 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
     config = experiment_yaml(
         tmp_path, "killed", stop={"training_iteration": 5},
         trial={"agent": {**corridor_config()["agent"], "lr": {"grid": [1e-3, 3e-3]}},
-               "callbacks": [{"class": "fault_callbacks:HoldAfter", "kwargs": {"marker": str(hold), "iteration": 2}}]})
+               "callbacks": [{"class": "fault_callbacks:HoldAfter", "kwargs": {"marker": str(hold), "iteration": 2}}],
+               # both trials must be live at once (one is held), in a Ray of one CPU beside the session's
+               "resources": {"cpu": 0.5}})
     storage = tmp_path / "results"
     experiment = storage / "killed"
     # Tune's experiment snapshot is taken at the start and then only every hour: the driver dies
@@ -130,7 +132,7 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
            "JAX_PLATFORMS": "cpu", "TUNE_GLOBAL_CHECKPOINT_S": "3600"}
     exe = pathlib.Path(sys.executable).parent / "ajax-tune"
     log = tmp_path / "driver.log"
-    driver = subprocess.Popen([exe, "run", config, "--storage-path", str(storage), "--no-plots", "--num-cpus", "2"],
+    driver = subprocess.Popen([exe, "run", config, "--storage-path", str(storage), "--no-plots", "--num-cpus", "1"],
                               env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     descendants = []
     try:
@@ -140,7 +142,9 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
             return len(trials) == 2 and all(len(checkpoint.sorted_checkpoints(t)) == 2 and
                                             checkpoint.find_complete(t)[0].name == "checkpoint_000001" for t in trials)
 
-        wait_for(two_checkpoints_each, 600, "two checkpoints in each trial")
+        # (the whole test takes about 90 s on 2 busy cores); the rest of it (the kill, a resume of
+        # 3 iterations) must fit in pytest's 600 s too
+        wait_for(two_checkpoints_each, 300, "two checkpoints in each trial")
 
         # A second run on the same experiment while the first is live is refused, before Ray.
         assert main(["run", config, "--storage-path", str(storage), "--no-plots"]) == 2

@@ -23,8 +23,11 @@ What the first run measured (final / area under the curve): Uniform 1.00 / 0.93,
 short corridors that domain randomisation keeps drawing teach walking right, and every held-out
 corridor is solved within 4 of the 12 calls. PLR draws exactly Uniform's tasks until its buffer
 reaches `min_fill` (new levels come from the same seeded generator), so its curve matches
-Uniform's; LearningProgress spreads its draws by progress and got there later (call 10). So
-the test asserts what holds: every sampler learns the whole held-out set within the budget, the
+Uniform's; LearningProgress spreads its draws by progress and got there later (call 10). Measured
+again after the rollout's random draws were batched (which changed every random stream):
+Uniform 1.00 / 0.92, LearningProgress 1.00 / 0.90, PLR 1.00 / 0.92, every held-out corridor
+solved by call 4 (Uniform, PLR) or 5 (LearningProgress). So the test asserts what holds: every
+sampler ends with the whole held-out set solved (1.0 over the last 3 calls), the
 two learning samplers really steered (their draws left Uniform's), and the runs were on equal
 terms (one program, the same env steps). It prints the measurement on a `RESULT` line.
 """
@@ -82,7 +85,7 @@ def test_learning_samplers_against_uniform_on_deceptive_corridors():
     print("RESULT " + json.dumps(scores))
     assert len({s["env_steps"] for s in scores.values()}) == 1  # equal budgets
     for name, s in scores.items():
-        assert s["final"] >= 0.9, (name, s["curve"])  # every sampler learns the held-out set
+        assert s["final"] == 1.0, (name, s["curve"])  # every sampler learns the whole held-out set
     uniform = scores["uniform"]["trained_lengths"]
     for name in ("learning_progress", "plr"):
         assert scores[name]["trained_lengths"] != uniform, name  # it steered: other tasks than Uniform's
