@@ -15,15 +15,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
 
 from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
-from ajax_tune.curriculum import make_callback
+from ajax_tune.curriculum import Curriculum, make_callback
+from ajax_tune.curriculum.member import callable_name
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
 from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
-from ajax_tune.samplers.heldout import heldout_count, heldout_tasks
+from ajax_tune.task_control import EnvContext, TaskControl
 
 
 @dataclasses.dataclass
@@ -37,6 +37,11 @@ class RunParts:
     heldout: dict | None  # field -> [num_heldout, *shape]
     env_task_fn: Callable | None
     callbacks: list = dataclasses.field(default_factory=list)
+
+    def curriculum(self, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
+        """The run's curriculum over `control`: these parts, owned by it from here on."""
+        return Curriculum(control, env_ctx, env_task_fn=self.env_task_fn, callbacks=self.callbacks,
+                          sampler=self.sampler, histogram=self.histogram)
 
 
 def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
@@ -53,7 +58,7 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
         check_run(cfg.train)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=heldout_count(cfg.heldout))
+    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=cfg.num_heldout)
 
 
 def build_run(cfg: Config, env) -> RunParts:
@@ -62,7 +67,7 @@ def build_run(cfg: Config, env) -> RunParts:
     sampler = make_task_sampler(env, cfg, levels, start_task)
     return RunParts(
         levels=levels, start_task=start_task, sampler=sampler, histogram=histogram(env, sampler),
-        heldout=heldout_tasks(cfg.heldout, env, base=start_task),
+        heldout=None if cfg.heldout is None else cfg.heldout.batch(env, base=start_task),
         env_task_fn=resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None,
         callbacks=[make_callback(spec) for spec in cfg.callbacks],
     )
@@ -102,10 +107,3 @@ def named_metrics(parts: RunParts) -> dict[str, str]:
         if isinstance(getattr(cb, "metric", None), str):
             named[f"callbacks[{i}] ({type(cb).__name__})"] = cb.metric
     return named
-
-
-def callable_name(fn: Any) -> str:
-    """`module:qualname` of a function, through any functools.partial around it."""
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"

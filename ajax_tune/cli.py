@@ -323,7 +323,7 @@ def cmd_evaluate(args) -> int:
         if runner.get_task() != {k: v.item() for k, v in runner.env.validate_task({}).items()}:
             print(f"note: the policy was trained on task {runner.get_task()}; {args.gymnasium} is the default task")
         with Progress(f"{args.gymnasium}: episodes", total=args.episodes) as progress:
-            out = run_in_gymnasium(runner.evaluate_policy(), args.gymnasium, episodes=args.episodes, seed=args.seed,
+            out = run_in_gymnasium(runner.policy(), args.gymnasium, episodes=args.episodes, seed=args.seed,
                                    on_episode=progress.update)
         stats = {"env": args.gymnasium, "episodes": args.episodes, "return_mean": out["mean_return"],
                  "return_std": out["std_return"], "return_min": min(out["returns"]), "return_max": max(out["returns"]),

@@ -104,9 +104,7 @@ class FailureSection:
 
 
 #: Result keys Tune adds to every result of a class trainable, valid metrics beside a trial's own.
-TUNE_KEYS = frozenset({"training_iteration", "time_total_s", "time_this_iter_s", "timesteps_total",
-                       "episodes_total", "timestamp", "time_since_restore", "timesteps_since_restore",
-                       "iterations_since_restore"})
+TUNE_KEYS = frozenset(K.TUNE_KEYS)
 #: Keys every trial's results hold, whatever its config.
 ALWAYS_REPORTED = frozenset({*K.RUNNER_KEYS, *K.EVAL_KEYS, *K.TRAIN_KEYS})
 

@@ -15,6 +15,11 @@ from collections.abc import Iterable
 RUNNER_KEYS = ("timesteps_this_iter", "env_steps", "useful_env_steps", "perf/call_s", "perf/env_steps_per_s",
                "perf/compilations", "done")
 
+#: What Ray Tune adds to every result of a class trainable that reports `timesteps_this_iter`
+#: (named here so the core can check a stop condition on them without importing Ray).
+TUNE_KEYS = ("training_iteration", "timesteps_total", "time_this_iter_s", "time_total_s", "timestamp",
+             "time_since_restore", "timesteps_since_restore", "iterations_since_restore")
+
 #: The call's last evaluation (`eval/return_seed<i>` per seed besides).
 EVAL_KEYS = ("eval/timestep", "eval/num_evaluations", "eval/return_mean", "eval/return_std", "eval/return_min",
              "eval/length_mean", "eval/success_rate_mean")

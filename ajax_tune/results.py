@@ -21,15 +21,17 @@ import jax.numpy as jnp
 from ajax_tune import keys as K
 from ajax_tune.build import RunParts, build_loop, build_run
 from ajax_tune.config import Config, ConfigError
+from ajax_tune.evaluation import LOOP_ROWS
 from ajax_tune.loop import TrainLoop
 
 
-def result_keys(config: Mapping | Config) -> frozenset[str]:
-    """Every key a result of `config` holds (Ray Tune's own keys, such as
-    `training_iteration`, aside)."""
+def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[str]:
+    """Every key `Runner.train` reports for `config`; with `tune`, also those Ray Tune adds to
+    each result of a trial (`training_iteration`, `time_total_s`, ...)."""
     cfg = Config.from_dict(config)
     env, loop = build_loop(cfg)
-    return keys_of(cfg, loop, build_run(cfg, env))
+    keys = keys_of(cfg, loop, build_run(cfg, env))
+    return keys | frozenset(K.TUNE_KEYS) if tune else keys
 
 
 def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
@@ -60,15 +62,10 @@ def agent_keys(loop: TrainLoop) -> tuple[list[str], list[str]]:
     declared = getattr(agent, "metric_keys", None)
     if declared is None:  # learn them from one traced call
         _, out = jax.eval_shape(loop.call, loop.abstract_state())
-        health = sorted(k[len(K.HEALTH_PREFIX):] for k in out if k.startswith(K.HEALTH_PREFIX))
-        return sorted(k for k in out if not k.startswith(ROW_PREFIXES)), health
+        return sorted(k for k in out.rows if not k.startswith(LOOP_ROWS)), sorted(out.health)
     one_seed = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), loop.abstract_state().agent)
     metrics = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in declared}
     return list(declared), sorted(jax.eval_shape(agent.health, one_seed, metrics))
-
-
-#: Keys of a call's rows that are the loop's, not the agent's.
-ROW_PREFIXES = ("timestep", "eval/", "task/", "train/", "health/", "per_env/")
 
 
 def check_metric(metric: str, keys: Collection[str], who: str) -> None:

@@ -42,8 +42,9 @@ def small_loop(agent=None, **loop_overrides) -> TrainLoop:
     return TrainLoop(env, agent, LoopConfig(**{**loop, **loop_overrides}))
 
 
-def per_update(rows):
-    return {k: v for k, v in host(rows).items() if not k.startswith("per_env/")}
+def per_update(out):
+    """A call's per-update rows and health, keyed apart."""
+    return {**host(out.rows), **{f"health/{k}": v for k, v in host(out.health).items()}}
 
 
 def hp(**values):
@@ -95,8 +96,8 @@ def test_no_recompilation_while_task_lr_tau_and_epsilon_change():
     seen = []
     for change in changes:
         state = change(state)
-        state, rows = loop.train(state)
-        seen.append(host(rows))
+        state, out = loop.train(state)
+        seen.append(host(out.rows))
     assert loop.compilations == 1
     assert [float(r["task/pole_length"][0, -1]) for r in seen] == pytest.approx([0.5, 0.3, 0.3, 0.3])
     assert float(seen[2]["lr"][0, 0]) == pytest.approx(5e-4)

@@ -68,7 +68,7 @@ def test_buffer_holds_true_successors_and_cuts_only_at_terminations():
     `terminated` is set exactly on arrivals. Observations are stored raw (normalised when sampled)."""
     loop = sac_loop()
     state = loop.set_task(loop.init(seed=0), {"distance": 0.12, "radius": 0.1})
-    state, rows = loop.train(state)
+    state, out = loop.train(state)
     items = stored(state.agent.buffer, num_envs=2)
     assert items.obs.shape[:3] == (2, 2 * 8, 2)
     np.testing.assert_allclose(items.next_obs, point_reach_successor(items.obs, items.action), atol=1e-5)
@@ -90,7 +90,7 @@ def test_buffer_holds_true_successors_and_cuts_only_at_terminations():
                 else:
                     assert continued, (seed, t, env)
     assert ends["terminated"] >= 1 and ends["truncated"] >= 1, ends
-    assert rows["train/episodes"].sum() >= sum(ends.values())
+    assert out.rows["train/episodes"].sum() >= sum(ends.values())
 
 
 # -- exact resume, no recompilation ------------------------------------------------------------
@@ -101,16 +101,17 @@ def test_split_runs_with_restore_are_bit_identical(tmp_path, build):
     them: parameters, optimisers, targets and buffers (which wrap around) alike."""
     assert jax.config.read("jax_disable_most_optimizations") is (build == "few_passes")
     long_loop = sac_loop(timesteps_per_iteration=6 * UNROLL)
-    one_state, one_rows = long_loop.train(long_loop.init(seed=5))
-    one_state, one_rows = host(one_state), host(one_rows)
+    one_state, one_out = long_loop.train(long_loop.init(seed=5))
+    one_state, one_out = host(one_state), host(one_out)
+    one_rows = one_out.rows
 
     split_rows = []
     for i in range(3):
         loop = sac_loop()
         state = loop.init(seed=5) if i == 0 else loop.restore(tmp_path / f"ck{i - 1}")[0]
-        state, rows = loop.train(state)
+        state, out = loop.train(state)
         assert loop.compilations == 1
-        split_rows.append(host(rows))
+        split_rows.append(host(out.rows))
         loop.save(tmp_path / f"ck{i}", state)
     assert_trees_equal(state.agent.buffer, one_state.agent.buffer)
     assert np.asarray(one_state.agent.buffer.is_full).all()  # 96 transitions into 80 places: it wrapped
@@ -120,7 +121,7 @@ def test_split_runs_with_restore_are_bit_identical(tmp_path, build):
         np.testing.assert_array_equal(np.concatenate([r[key] for r in split_rows], axis=1), one_rows[key])
     # before learning_starts (32 steps): no gradient steps, NaN losses, healthy flags
     assert np.isnan(one_rows["loss/critic"][:, :1]).all() and not np.isnan(one_rows["loss/critic"][:, 1:]).any()
-    assert (one_rows["health/loss"] == 1).all() and summarize(one_rows)["train/nonfinite"] == 0.0
+    assert (one_out.health["loss"] == 1).all() and summarize(one_out)["train/nonfinite"] == 0.0
 
 
 def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
@@ -137,8 +138,8 @@ def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
     seen, agents = [], []
     for change in changes:
         state = change(state)
-        state, rows = loop.train(state)
-        seen.append(host(rows))
+        state, out = loop.train(state)
+        seen.append(host(out.rows))
         agents.append(host(state.agent))
     assert loop.compilations == 1 and loop._train._cache_size() == 1
     assert [r["task/distance"][0, -1] for r in seen] == [1.0, 0.5, 0.5, 0.5]

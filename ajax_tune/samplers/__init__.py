@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ajax_tune.errors import ConfigError
+from ajax_tune.fields import check_keys
 from ajax_tune.imports import Registry
 from ajax_tune.samplers.base import TaskSampler
 from ajax_tune.samplers.learning_progress import LearningProgress
@@ -33,8 +34,6 @@ __all__ = ["SAMPLERS", "EnvStats", "LearningProgress", "PrioritizedLevelReplay",
 def make_sampler(spec: Any) -> TaskSampler:
     """A fresh sampler from an instance (copied, so runs never share one), a class, a name, a
     "module:Class" string, or {"name" | "class": ..., "kwargs": {...}} as written in YAML."""
-    from ajax_tune.config import check_keys
-
     if isinstance(spec, TaskSampler):
         return copy.deepcopy(spec)
     kwargs: Mapping = {}
