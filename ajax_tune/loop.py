@@ -44,12 +44,12 @@ class LoopConfig:
     timesteps_per_iteration: int = static(49_152, ge=1, doc="env steps per seed in one train() call (the default: "
                                                             "whole unrolls of every built-in agent's defaults)")
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
-    eval_episodes: int = static(10, ge=1)
+    eval_episodes: int = static(10, ge=1, doc="episodes of the deterministic policy per evaluation, per seed")
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
     reset_mode: str = static("next_step", choices=RESET_MODES,
                              doc="when a finished env starts its next episode: on the very next step, "
                                  "or frozen (masked) until the next unroll starts")
-    seed: int = init_only(0, ge=0)
+    seed: int = init_only(0, ge=0, doc="the random seed of the run; its seeds are splits of it")
     on_nonfinite: str = init_only(
         "stop", choices=ON_NONFINITE,
         doc="when parameters, optimiser state or metrics stop being finite: stop the trial (its result "
