@@ -102,7 +102,7 @@ def test_callbacks_see_the_task_control_not_the_runner(tmp_path):
     assert r.control.state is r.state and r.control.task_spec is r.env.task_spec
 
 
-DEFAULT_ENVS = {"ppo": "cartpole", "dqn": "cartpole", "sac": "pendulum"}  # discrete, discrete, continuous
+DEFAULT_ENVS = {"ppo": "cartpole", "dqn": "cartpole", "sac": "pendulum", "td3": "pendulum"}
 
 
 def test_every_built_in_agents_defaults_with_only_the_env_named_are_a_valid_config():
