@@ -1,11 +1,20 @@
-"""Layers: the core (`ajax_tune.runner` and everything below it) runs without Ray, and a
-curriculum never needs the runner."""
+"""Layers: the core (`ajax_tune.runner` and everything below it) runs without Ray, a curriculum
+never needs the runner, and no module imports one that imports it back.
 
+The static checks read every `import` statement of the package, including those deferred inside
+functions (a circle hidden behind a late import is still a circle); imports made only for
+annotations (`if TYPE_CHECKING:`) are left out.
+"""
+
+import ast
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
+
+import ajax_tune
 
 PROBE = textwrap.dedent("""
     import json, sys
@@ -27,3 +36,75 @@ def test_the_core_never_imports_ray():
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300, check=True)
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     assert seen == {"core": [], "tune": True, "curriculum_needs_runner": False}
+
+PACKAGE = pathlib.Path(ajax_tune.__file__).resolve().parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports() -> dict[str, set[str]]:
+    """Each ajax_tune module and the ajax_tune modules it imports anywhere in its source."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found: set[str] = set()
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module)
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {m for m in found if m in modules and m != name}
+    return graph
+
+
+def _runtime_nodes(tree: ast.AST):
+    """Every node but those under `if TYPE_CHECKING:` (imports for annotations only)."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING":
+            yield from (n for branch in node.orelse for n in [branch, *_runtime_nodes(branch)])
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
+def _is_package(graph_name: str) -> bool:
+    return (PACKAGE.parent / graph_name.replace(".", "/") / "__init__.py").exists()
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    graph = _imports()
+    # A package's __init__ re-exports its submodules; a submodule importing a sibling through the
+    # package is the same edge, so packages are left out of the circle search.
+    edges = {m: {d for d in deps if not _is_package(d)} for m, deps in graph.items() if not _is_package(m)}
+    circles = []
+    for start in edges:
+        stack, seen = [(start, (start,))], set()
+        while stack:
+            node, path = stack.pop()
+            for dep in edges.get(node, ()):
+                if dep == start:
+                    circles.append(" -> ".join((*path, dep)))
+                elif dep not in seen:
+                    seen.add(dep)
+                    stack.append((dep, (*path, dep)))
+    assert not circles, "import circles:\n" + "\n".join(sorted(set(circles)))
+
+
+def test_nothing_below_the_tune_layer_imports_ray():
+    tune_layer = {"ajax_tune.trainable", "ajax_tune.wandb_logging", "ajax_tune.experiment", "ajax_tune.cli",
+                  "ajax_tune.plotting", "ajax_tune.launch", "ajax_tune.recovery", "ajax_tune.reaper", "ajax_tune.compat",
+                  "ajax_tune.spaces", "ajax_tune.tune_choices"}
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        name = _module_name(path)
+        if name in tune_layer or name == "ajax_tune":
+            continue
+        for node in _runtime_nodes(ast.parse(path.read_text())):
+            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            offenders += [f"{name} imports {m}" for m in modules if m == "ray" or m.startswith("ray.")]
+    assert not offenders, "\n".join(offenders)
