@@ -14,7 +14,7 @@ from typing import Any
 from ray import tune
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
-from ajax_tune import trial_record
+from ajax_tune import compat, trial_record
 from ajax_tune.checkpoint import find_complete, read_metadata
 from ajax_tune.config import Config
 from ajax_tune.jax_setup import configure_jax
@@ -32,19 +32,12 @@ class AjaxTrainable(tune.Trainable):
 
     def step(self) -> dict[str, Any]:
         result = self.runner.train()
-        if directory := self._record_directory():
+        if directory := compat.trial_storage_dir(self):
             trial_record.append(directory, self.runner.iteration, {**result, "training_iteration": self.iteration + 1})
         return result
 
-    def _record_directory(self) -> str | None:
-        """The trial's directory on the storage path, where its own record of results goes
-        (see trial_record); None outside Tune or on remote storage."""
-        storage = getattr(self, "_storage", None)
-        if storage is None or storage.storage_filesystem.type_name != "local":
-            return None
-        return storage.trial_fs_path
-
     def save_checkpoint(self, checkpoint_dir: str) -> None:
+        compat.skip_used_checkpoint_dirs(self)  # never over a checkpoint PBT may have handed on
         self.runner.save(checkpoint_dir, result=self.get_state()["last_result"])
 
     def load_checkpoint(self, checkpoint: str) -> None:
@@ -62,7 +55,7 @@ class AjaxTrainable(tune.Trainable):
         self._timesteps_total = saved.get("timesteps_total", self._timesteps_total)
         self._time_total = saved.get("time_total_s", self._time_total)
         self.runner.restore(chosen)
-        if directory := self._record_directory():
+        if directory := compat.trial_storage_dir(self):
             trial_record.rewind(directory, self.runner.iteration)
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
