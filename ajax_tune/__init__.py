@@ -7,14 +7,14 @@ and is loaded on first use.
 __version__ = "0.1.0"
 
 __all__ = ["AjaxTrainable", "Callback", "Config", "Runner", "TaskSettableEnv", "ThresholdCurriculum",
-           "configure_jax", "__version__"]
+           "configure_jax", "trial_names", "__version__"]
 
 
 def __getattr__(name):
-    if name == "AjaxTrainable":
-        from ajax_tune.trainable import AjaxTrainable
+    if name in ("AjaxTrainable", "trial_names"):
+        from ajax_tune import trainable
 
-        return AjaxTrainable
+        return getattr(trainable, name)
     if name == "Runner":
         from ajax_tune.runner import Runner
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import zlib
 from collections.abc import Iterable
 from typing import Any
 
@@ -197,6 +198,32 @@ def find_complete(path) -> tuple[pathlib.Path, str | None]:
     if chosen is None:
         raise CheckpointError(f"{path} is incomplete ({reason}) and no complete checkpoint precedes it")
     return chosen, f"note: {path.name} is incomplete ({reason}); using {chosen.name}, the newest complete one before it"
+
+
+def nonfinite_leaves(tree, limit: int = 3) -> list[str]:
+    """Paths of the first floating-point leaves of `tree` holding NaN or infinity (on the host)."""
+    bad = []
+    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]:
+        leaf = np.asarray(leaf)
+        if np.issubdtype(leaf.dtype, np.inexact) and not np.isfinite(leaf).all():
+            bad.append(jax.tree_util.keystr(path))
+            if len(bad) == limit:
+                break
+    return bad
+
+
+def refuse_nonfinite(directory, tree) -> None:
+    """A checkpoint whose agent holds a non-finite number is of a run that had diverged."""
+    bad = nonfinite_leaves(tree)
+    if bad:
+        raise CheckpointError(f"{directory} holds a non-finite state ({', '.join(bad)}): its run had diverged; "
+                              f"use an earlier checkpoint")
+
+
+def trial_salt(trial_id: str) -> int:
+    """What a trial folds into the random streams of a state it takes from another trial (a PBT
+    exploit): its own, stable across restarts of that trial."""
+    return zlib.crc32(trial_id.encode()) & 0x7FFFFFFF
 
 
 def _state_files(directory: pathlib.Path) -> dict[str, int]:

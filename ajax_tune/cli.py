@@ -8,15 +8,18 @@ and exit status 2, found before Ray or JAX start wherever it can be.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import pathlib
 import sys
+import threading
+import time
 from collections.abc import Sequence
 
-from ajax_tune import __version__, yaml_loader
+from ajax_tune import __version__, compat
 from ajax_tune.errors import CheckpointError, ConfigError, TaskError
 from ajax_tune.launch import LaunchError
 
@@ -67,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     run.add_argument("--wandb", action="store_true", help="log every trial to Weights & Biases (offline without an API key)")
     run.add_argument("--no-plots", action="store_true", help="skip writing PNG plots at the end")
+    run.add_argument("--verbose", action="store_true",
+                     help="show every metric when a trial ends (default: the ones a person reads; all are in the files)")
     run.set_defaults(handler=cmd_run)
 
     resume = sub.add_parser("resume", help="continue an interrupted experiment",
@@ -77,12 +82,14 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--address", help="join a running Ray cluster instead of starting one")
     resume.add_argument("--num-cpus", type=int)
     resume.add_argument("--no-plots", action="store_true")
+    resume.add_argument("--verbose", action="store_true", help="show every metric when a trial ends")
     resume.set_defaults(handler=cmd_resume)
 
     plot = sub.add_parser("plot", help="write PNG plots of an experiment",
                           description="Learning curves, curriculum tasks and learning rates of every trial.")
     plot.add_argument("directory", help="the experiment directory")
     plot.add_argument("--out", help="output folder (default: DIRECTORY/plots)")
+    plot.add_argument("--metric", help="the result key to plot (default: the experiment's metric, else eval/return_mean)")
     plot.set_defaults(handler=cmd_plot)
 
     evaluate = sub.add_parser("evaluate", help="run a trained policy and print return statistics",
@@ -126,7 +133,8 @@ def cmd_run(args) -> int:
 
             callbacks.append(wandb_callback(**wandb_settings))
         tuner = experiment.tuner(storage_path=str(storage), callbacks=callbacks)
-        results = tuner.fit()
+        with result_box(experiment.tune.metric, args.verbose):
+            results = tuner.fit()
         return _report(results, experiment.tune.metric, experiment.tune.mode, plots=not args.no_plots)
     finally:
         release()
@@ -151,7 +159,8 @@ def cmd_resume(args) -> int:
 
         tuner = tune.Tuner.restore(str(directory), trainable=AjaxTrainable,
                                    resume_errored=args.resume_errored, restart_errored=args.restart_errored)
-        results = tuner.fit()
+        with result_box(_saved_metric(directory), args.verbose):
+            results = tuner.fit()
         return _report(results, None, None, plots=not args.no_plots)
     finally:
         release()
@@ -175,12 +184,33 @@ def _start_ray(address: str | None, num_cpus: int | None, wanted: dict | None) -
             print(warning, file=sys.stderr)
 
 
+@contextlib.contextmanager
+def result_box(metric: str | None, verbose: bool):
+    """What Tune prints when a trial ends: the keys a person reads, `metric` among them, or
+    (verbose) every key. Tune reads them from the trainable class when `fit` starts."""
+    from ajax_tune import compat
+    from ajax_tune.trainable import AjaxTrainable, ResultBox
+
+    before = getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
+    setattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR, None if verbose else ResultBox(metric))
+    try:
+        yield
+    finally:
+        setattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR, before)
+
+
+def _saved_metric(directory: pathlib.Path) -> str | None:
+    """The metric an experiment was run with, from the plot settings `run` saved (if any)."""
+    from ajax_tune.plotting import experiment_metric
+
+    return experiment_metric(directory)
+
+
 def _report(results, metric, mode, plots: bool) -> int:
     print()
     errors = [r for r in results if r.error]
-    analysis = getattr(results, "_experiment_analysis", None)
-    metric = metric or getattr(analysis, "default_metric", None)
-    mode = mode or getattr(analysis, "default_mode", None)
+    default_metric, default_mode = compat.result_grid_defaults(results)
+    metric, mode = metric or default_metric, mode or default_mode
     best = None
     try:
         best = results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True)
@@ -210,7 +240,7 @@ def _report(results, metric, mode, plots: bool) -> int:
         from ajax_tune.plotting import plot_experiment
 
         try:
-            paths = plot_experiment(results.experiment_path)
+            paths = plot_experiment(results.experiment_path, metric=metric)
             if paths:
                 print(f"Plots: {pathlib.Path(paths[0]).parent}")
         except ValueError as exc:
@@ -251,7 +281,7 @@ def cmd_plot(args) -> int:
     if not directory.is_dir():
         raise UsageError(f"no experiment directory at {directory}")
     try:
-        paths = plot_experiment(directory, args.out)
+        paths = plot_experiment(directory, args.out, metric=args.metric)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     for path in paths:
@@ -285,18 +315,22 @@ def cmd_evaluate(args) -> int:
 
     from ajax_tune.runner import Runner
 
-    runner = Runner.from_checkpoint(checkpoint)
+    with Progress("restoring the checkpoint"):
+        runner = Runner.from_checkpoint(checkpoint)
     if args.gymnasium:
         from ajax_tune.envs.gymnasium_adapter import run_in_gymnasium
 
         if runner.get_task() != {k: v.item() for k, v in runner.env.validate_task({}).items()}:
             print(f"note: the policy was trained on task {runner.get_task()}; {args.gymnasium} is the default task")
-        out = run_in_gymnasium(runner.evaluate_policy(), args.gymnasium, episodes=args.episodes, seed=args.seed)
+        with Progress(f"{args.gymnasium}: episodes", total=args.episodes) as progress:
+            out = run_in_gymnasium(runner.policy(), args.gymnasium, episodes=args.episodes, seed=args.seed,
+                                   on_episode=progress.update)
         stats = {"env": args.gymnasium, "episodes": args.episodes, "return_mean": out["mean_return"],
                  "return_std": out["std_return"], "return_min": min(out["returns"]), "return_max": max(out["returns"]),
                  "length_mean": out["mean_length"]}
     else:
-        out = runner.evaluate(args.episodes, task=task or None, seed=args.seed)
+        with Progress(f"{args.episodes} episodes x {runner.config.train.num_seeds} seeds, in one compiled call"):
+            out = runner.evaluate(args.episodes, task=task or None, seed=args.seed)
         returns = out["return"]  # [seeds, episodes]
         stats = {"env": env_name, "task": out["task"], "episodes": args.episodes, "seeds": int(returns.shape[0]),
                  "return_mean": float(returns.mean()), "return_std": float(returns.std()),
@@ -311,6 +345,54 @@ def cmd_evaluate(args) -> int:
         for key, value in stats.items():
             print(f"{key:22s} {_fmt(value)}")
     return 0
+
+
+class Progress:
+    """What a command is doing (`evaluate`; later `collect`), on stderr, once it has taken more than `delay` seconds:
+    a count of done out of `total` when there is one, and the time so far. On a terminal the
+    line is redrawn in place; elsewhere (a log file) a line every `every` seconds."""
+
+    def __init__(self, what: str, total: int | None = None, delay: float = 3.0, every: float = 10.0,
+                 stream=None, command: str = "evaluate"):
+        self.what, self.total, self.delay, self.every, self.command = what, total, delay, every, command
+        self.stream = stream or sys.stderr
+        self.done, self.shown = 0, False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Progress:
+        self.start = time.monotonic()
+        self._thread.start()
+        return self
+
+    def update(self, done: int) -> None:
+        self.done = done
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.shown:
+            self._show(final=True)
+
+    def line(self) -> str:
+        count = f" {self.done}/{self.total}" if self.total else ""
+        return f"ajax-tune {self.command}: {self.what}{count} ({time.monotonic() - self.start:.0f} s)"
+
+    def _run(self) -> None:
+        tty = getattr(self.stream, "isatty", lambda: False)()
+        if self._stop.wait(self.delay):
+            return
+        while True:
+            self._show(final=False, tty=tty)
+            if self._stop.wait(1.0 if tty else self.every):
+                return
+
+    def _show(self, final: bool, tty: bool | None = None) -> None:
+        tty = getattr(self.stream, "isatty", lambda: False)() if tty is None else tty
+        text = self.line() + (", done" if final else "")
+        self.stream.write(f"\r{text}\x1b[K" + ("\n" if final else "") if tty else text + "\n")
+        self.stream.flush()
+        self.shown = True
 
 
 def _check_gymnasium_twin(env_id: str, config: dict) -> None:
@@ -346,16 +428,9 @@ def _space(space) -> str:
 
 
 def _parse_assignments(items: Sequence[str], flag: str) -> dict:
-    out = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise UsageError(f"{flag} expects FIELD=VALUE, got {item!r}")
-        try:
-            out[key] = yaml_loader.load(text)
-        except Exception:  # not YAML (yaml.YAMLError): the value stays text for the task's own check
-            out[key] = text
-    return out
+    from ajax_tune.experiment import parse_assignment  # the one reading of KEY=VALUE, as --set's
+
+    return dict(parse_assignment(item, flag, "FIELD=VALUE") for item in items)
 
 
 def _isnan(value) -> bool:

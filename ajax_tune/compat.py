@@ -69,6 +69,22 @@ def brax_env_names() -> list[str]:
         raise _gone("brax.envs._envs", "brax", exc) from None
 
 
+# -- ray: Tune's output ---------------------------------------------------------------------------
+
+# Tune reads this class attribute of a trainable (RLlib's Algorithm sets it) as the keys of the
+# box it prints when a trial ends, and tests `key in <it>` for each key of the result.
+TUNE_RESULT_KEYS_ATTR = "_progress_metrics"
+
+
+def tune_result_keys(trainable: type) -> Any:
+    """The result keys Tune's output shows for `trainable` (None: all of them)."""
+    try:
+        from ray.tune.progress_reporter import _detect_progress_metrics
+    except ImportError as exc:
+        raise _gone("ray.tune.progress_reporter._detect_progress_metrics", "ray", exc) from None
+    return _detect_progress_metrics(trainable)
+
+
 # -- ray: W&B logging ----------------------------------------------------------------------------
 #
 # `EnvStepWandbCallback` changes how Ray's W&B callback logs (env steps as the x-axis, rows never
@@ -137,7 +153,100 @@ WANDB_ACTOR_CLASS_ATTR = "_logger_actor_cls"
 WANDB_START_ACTOR_METHOD = "_start_logging_actor"
 
 
-# -- ray tune: a class trainable's storage -----------------------------------------------------
+# -- ray: resuming an experiment (recovery.py) ---------------------------------------------------
+#
+# `recovery.point_trials_at_newest` rewrites Tune's experiment snapshot so that trials resume from
+# checkpoints the snapshot did not know. Tune has no public API for any of it: these functions are
+# every private name it uses (the trial's checkpoint manager and the snapshot's file and encoding).
+
+
+def newest_experiment_state(directory: str) -> str:
+    """The path of the newest `experiment_state-*.json` snapshot in an experiment directory."""
+    try:
+        from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
+    except ImportError as exc:
+        raise _gone("ray.tune.execution.experiment_state._find_newest_experiment_checkpoint", "ray", exc) from None
+    return _find_newest_experiment_checkpoint(directory)
+
+
+def load_experiment_state(text: str) -> dict:
+    """A snapshot's contents, decoded as Tune wrote them (cloudpickled values inside JSON)."""
+    try:
+        from ray.tune.utils.serialization import _loads_with_cloudpickle
+    except ImportError as exc:
+        raise _gone("ray.tune.utils.serialization._loads_with_cloudpickle", "ray", exc) from None
+    return _loads_with_cloudpickle(text)
+
+
+def training_result(checkpoint: Any, metrics: dict) -> Any:
+    """What a trial's checkpoint manager registers: a checkpoint with the result it was saved at."""
+    try:
+        from ray.train._internal.session import _TrainingResult
+    except ImportError as exc:
+        raise _gone("ray.train._internal.session._TrainingResult", "ray", exc) from None
+    return _TrainingResult(checkpoint=checkpoint, metrics=metrics)
+
+
+def checkpoint_results(manager: Any) -> list:
+    """The checkpoints a trial's checkpoint manager has registered, oldest first (`_checkpoint_results`)."""
+    results = getattr(manager, "_checkpoint_results", None)
+    if not isinstance(results, list):
+        raise _gone("the checkpoint manager's `_checkpoint_results`", "ray")
+    return results
+
+
+def set_checkpoint_results(manager: Any, results: list) -> None:
+    """Replace what a checkpoint manager has registered."""
+    checkpoint_results(manager)  # checks the attribute is still there
+    manager._checkpoint_results = list(results)  # noqa: SLF001
+
+
+def set_latest_checkpoint_result(manager: Any, result: Any) -> None:
+    """Make `result` the checkpoint a trial resumes from (`_latest_checkpoint_result`; None: none)."""
+    if not hasattr(manager, "_latest_checkpoint_result"):
+        raise _gone("the checkpoint manager's `_latest_checkpoint_result`", "ray")
+    manager._latest_checkpoint_result = result  # noqa: SLF001
+
+
+# -- ray: the trainable, the local machine, results ----------------------------------------------
+
+#: A class Trainable's counters (private attributes) by the result key that reports each.
+TRAINABLE_COUNTERS = {"training_iteration": "_iteration", "timesteps_total": "_timesteps_total",
+                      "time_total_s": "_time_total"}
+
+
+def set_trainable_progress(trainable: Any, result: dict) -> None:
+    """Move a class Trainable's counters to those of `result`, as Ray's own `restore` does from a
+    checkpoint's metrics (keys missing from `result` leave a counter as it is): for a trial that
+    restores another checkpoint than the one Tune chose."""
+    for key, attr in TRAINABLE_COUNTERS.items():
+        if not hasattr(trainable, attr):
+            raise _gone(f"Trainable.{attr}", "ray")
+        if key in result:
+            setattr(trainable, attr, result[key])
+
+
+def local_ray_cpus() -> float:
+    """The CPUs a local Ray started here would offer (cgroup limits included): Ray's
+    `ray._private.utils.get_num_cpus`."""
+    try:
+        from ray._private.utils import get_num_cpus
+    except ImportError as exc:
+        raise _gone("ray._private.utils.get_num_cpus", "ray", exc) from None
+    return float(get_num_cpus())
+
+
+def result_grid_defaults(results: Any) -> tuple[str | None, str | None]:
+    """The metric and mode a `ResultGrid` ranks by when none is given (those of the Tuner that
+    made it), from its `_experiment_analysis`: a restored Tuner's results know them, its caller
+    may not."""
+    analysis = getattr(results, "_experiment_analysis", None)
+    if analysis is None or not hasattr(analysis, "default_metric"):
+        raise _gone("ResultGrid._experiment_analysis.default_metric", "ray")
+    return analysis.default_metric, analysis.default_mode
+
+
+# -- ray: a class trainable's storage ------------------------------------------------------------
 # A trainable's `_storage` (a StorageContext) names its trial directory on the storage path and
 # the index of the checkpoint directory its next save goes to (`current_checkpoint_index`, plus
 # one, which Tune adds after `save_checkpoint` returns).

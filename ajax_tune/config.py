@@ -18,19 +18,19 @@ and a wrong type or range names the key and what is allowed.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ajax_tune.agents import AGENTS
-from ajax_tune.fields import ConfigError, init_only, static, static_values, validate
-from ajax_tune.imports import is_import_path, resolve_import
+from ajax_tune.fields import ConfigError, check_keys, init_only, static, static_values, validate
+from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
-from ajax_tune.samplers.heldout import heldout_count
+from ajax_tune.samplers.heldout import HeldOut
 
-__all__ = ["Config", "ConfigError", "EnvConfig", "ResourcesConfig", "resolve_agent", "resolve_import"]
+__all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent",
+           "resolve_import"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +66,7 @@ class ResourcesConfig:
         validate(self, "resources")
 
 
+_AGENTS = Registry("agent.name", AGENTS, imports="module:Class")
 SECTIONS = {"env": EnvConfig, "train": LoopConfig, "resources": ResourcesConfig}
 TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources")
 
@@ -80,7 +81,7 @@ class Config:
     callbacks: tuple = ()
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
     task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
-    heldout: Any = None  # {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
+    heldout: HeldOut | None = None  # parsed from {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
 
     @classmethod
     def from_dict(cls, config: Mapping | Config) -> Config:
@@ -99,11 +100,11 @@ class Config:
         callbacks = config.get("callbacks") or ()
         if not isinstance(callbacks, (list, tuple)):
             raise ConfigError(f"callbacks must be a list, got {callbacks!r}")
-        heldout_count(config.get("heldout"))  # its shape; its tasks are checked against the env later
         return cls(
             env=sections["env"], agent_name=agent_name, agent=agent, train=sections["train"],
             env_task_fn=config.get("env_task_fn"), callbacks=tuple(callbacks), resources=sections["resources"],
-            task_sampler=config.get("task_sampler"), heldout=config.get("heldout"),
+            task_sampler=config.get("task_sampler"),
+            heldout=HeldOut.parse(config.get("heldout")),  # its shape; its tasks are checked against the env later
         )
 
     def to_dict(self) -> dict:
@@ -121,7 +122,7 @@ class Config:
             "callbacks": [import_path(c) for c in self.callbacks],
             "resources": dataclasses.asdict(self.resources),
             "task_sampler": _sampler_entry(self.task_sampler),
-            "heldout": self.heldout,
+            "heldout": None if self.heldout is None else self.heldout.to_dict(),
         }
 
     def static_settings(self) -> dict:
@@ -131,8 +132,14 @@ class Config:
             "agent_name": self.agent_name,
             "agent": static_values(self.agent),
             "train": static_values(self.train),
-            "num_heldout": heldout_count(self.heldout),
+            "num_heldout": self.num_heldout,
         }
+
+
+    @property
+    def num_heldout(self) -> int:
+        """How many held-out tasks the loop evaluates (a static shape; 0 without a set)."""
+        return 0 if self.heldout is None else self.heldout.count
 
 
 def _sampler_entry(sampler: Any) -> Any:
@@ -155,15 +162,6 @@ def parse_section(config_cls, values: Any, section: str):
         raise ConfigError(message if message.startswith(section) else f"{section}.{message}") from None
 
 
-def check_keys(values: Mapping, allowed, prefix: str) -> None:
-    """Reject unknown keys, naming the nearest valid one."""
-    for key in values:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
-            hint = f"; did you mean {prefix}{close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
-
-
 def resolve_agent(name: Any) -> tuple[type, type]:
     """The agent class and its config class named by `agent.name`.
 
@@ -178,21 +176,14 @@ def resolve_agent(name: Any) -> tuple[type, type]:
     - `Class(config, observation_space, action_space)` builds the agent, which implements
       `ajax_tune.agents.base.Agent`.
     """
-    if not isinstance(name, str):
-        raise ConfigError(f"agent.name must be a string, got {name!r}")
-    if name in AGENTS:
-        return AGENTS[name]
-    if is_import_path(name):
-        cls = resolve_import(name, "agent.name")
-        config = getattr(cls, "Config", None)
-        if not isinstance(cls, type) or not (isinstance(config, type) and dataclasses.is_dataclass(config)):
-            raise ConfigError(f"agent.name {name!r} must name an agent class whose `Config` attribute is its "
-                              f"config dataclass, got {cls!r}")
-        return cls, config
-    close = difflib.get_close_matches(name, list(AGENTS), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ConfigError(f"agent.name must be one of {sorted(AGENTS)} or a 'module:Class' import path, "
-                      f"got {name!r}{hint}")
+    found = _AGENTS.resolve(name)
+    if not _AGENTS.is_import_path(name):
+        return found
+    config = getattr(found, "Config", None)
+    if not isinstance(found, type) or not (isinstance(config, type) and dataclasses.is_dataclass(config)):
+        raise ConfigError(f"agent.name {name!r} must name an agent class whose `Config` attribute is its "
+                          f"config dataclass, got {found!r}")
+    return found, config
 
 
 def resolve_callable(spec: Any, what: str) -> Callable:

@@ -1,24 +1,30 @@
 """Evaluation inside the jitted call, and the host-side reduction of the rows it produces.
 
 In the graph, `make_evaluate` runs `episodes` envs with the deterministic policy until all are
-done (at most the time limit), on whatever task it is given. On the host, `summarize` turns the
-fixed-shape rows of one call (`[num_seeds, updates]` per key) into plain floats for a result:
-the latest evaluation's mean, spread and per-seed values, the agent's metrics, the task at the
-end of the call, and whether anything stopped being finite.
+done (at most the time limit), on whatever task it is given. On the host, `summarize` turns one
+call's output (fixed-shape rows, `[num_seeds, updates]` per key, and the agent's health) into
+plain floats for a result, under the names `ajax_tune.keys` declares: the latest evaluation's
+mean, spread and per-seed values, the agent's metrics, the task at the end of the call, and
+whether anything stopped being finite (`Health`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ajax_tune import keys
+from ajax_tune.call_output import CallOutput
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 
-EVAL_KEYS = ("eval/return", "eval/length", "eval/success")
+#: The rows one evaluation writes (per seed: means over its episodes), and those of the
+#: held-out set (per seed and task) in the order of `keys.HELDOUT_NAMES`.
+EVAL_ROWS = ("eval/return", "eval/length", "eval/success")
+HELDOUT_ROWS = ("eval/heldout/return", "eval/heldout/success")
 
 
 def make_evaluate(agent, env: EpisodeWrapper, episodes: int, per_episode: bool = False):
@@ -56,64 +62,84 @@ def _nanmean(x) -> float:
     return float(np.mean(x[~np.isnan(x)])) if np.any(~np.isnan(x)) else math.nan
 
 
-LOOP_PREFIXES = ("timestep", "eval/", "task/", "train/", "health/", "per_env/")
+#: Row keys that are the loop's own; every other row is one of the agent's metrics.
+LOOP_ROWS = ("timestep", "eval/", "task/", "train/")
 
 
-def summarize(rows: Mapping[str, np.ndarray], latest: tuple[str, ...] = ("lr",)) -> dict[str, float]:
+def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",)) -> dict[str, float]:
     """Plain floats under stable keys: the same keys every call, NaN where there is nothing.
 
     Evaluation values come from the call's last evaluation (mean, spread and per seed); the
     agent's metrics are averaged over the call, except those in `latest` (the value of a
     schedule), which are read after the last update.
     """
-    rows = {k: np.asarray(v) for k, v in rows.items()}
+    rows = {k: np.asarray(v) for k, v in out.rows.items()}
     num_seeds = rows["timestep"].shape[0]
-    out: dict[str, float] = {"timestep": float(rows["timestep"][0, -1])}
+    result: dict[str, float] = {"timestep": float(rows["timestep"][0, -1])}
 
     evaluated = np.nonzero(rows["eval/timestep"][0] >= 0)[0]
     last = evaluated[-1] if len(evaluated) else None
-    out["eval/timestep"] = float(rows["eval/timestep"][0, last]) if last is not None else -1.0
-    out["eval/num_evaluations"] = float(len(evaluated))
+    result["eval/timestep"] = float(rows["eval/timestep"][0, last]) if last is not None else -1.0
+    result["eval/num_evaluations"] = float(len(evaluated))
     for key, name in (("eval/return", "return"), ("eval/length", "length"), ("eval/success", "success_rate")):
         per_seed = rows[key][:, last] if last is not None else np.full(num_seeds, np.nan)
-        out[f"eval/{name}_mean"] = _nanmean(per_seed)
+        result[f"eval/{name}_mean"] = _nanmean(per_seed)
         if name == "return":
-            out["eval/return_std"] = float(np.std(per_seed)) if last is not None else math.nan
-            out["eval/return_min"] = float(np.min(per_seed)) if last is not None else math.nan
-            for i, v in enumerate(per_seed):
-                out[f"eval/return_seed{i}"] = float(v)
-    if "eval/heldout/return" in rows:
-        num_tasks = rows["eval/heldout/return"].shape[-1]
-        for key, name in (("eval/heldout/return", "return"), ("eval/heldout/success", "success_rate")):
+            result["eval/return_std"] = float(np.std(per_seed)) if last is not None else math.nan
+            result["eval/return_min"] = float(np.min(per_seed)) if last is not None else math.nan
+            result.update(zip(keys.seed_keys(num_seeds), map(float, per_seed)))
+    if HELDOUT_ROWS[0] in rows:
+        num_tasks = rows[HELDOUT_ROWS[0]].shape[-1]
+        for key, name in zip(HELDOUT_ROWS, keys.HELDOUT_NAMES):
             per_task = rows[key][:, last] if last is not None else np.full((num_seeds, num_tasks), np.nan)
-            out[f"eval/heldout/{name}_mean"] = _nanmean(per_task)
+            result[f"{keys.HELDOUT_PREFIX}{name}_mean"] = _nanmean(per_task)
             for i in range(num_tasks):
-                out[f"eval/heldout/{i}/{name}"] = _nanmean(per_task[:, i])
+                result[f"{keys.HELDOUT_PREFIX}{i}/{name}"] = _nanmean(per_task[:, i])
 
     for key, value in rows.items():
         if key.startswith("task/"):
-            out[f"curriculum/{key}"] = float(value[0, -1])
-        elif not key.startswith(LOOP_PREFIXES):  # the agent's own metrics
-            out[key] = float(np.mean(value[:, -1])) if key in latest else _nanmean(value)
+            result[f"{keys.TASK_PREFIX}{key[len('task/'):]}"] = float(value[0, -1])
+        elif not key.startswith(LOOP_ROWS):  # the agent's own metrics
+            result[key] = float(np.mean(value[:, -1])) if key in latest else _nanmean(value)
 
     episodes = rows["train/episodes"].astype(np.float64)
     for name in ("return", "length"):
         per_update = np.nan_to_num(rows[f"train/episode_{name}"].astype(np.float64))
         total = episodes.sum()
-        out[f"train/episode_{name}_mean"] = float((per_update * episodes).sum() / total) if total else math.nan
-    out["train/episodes"] = float(episodes.sum() / num_seeds)
-    out["train/useful_steps"] = float(rows["train/useful_steps"].astype(np.float64).sum() / num_seeds)
-    out.update(health(rows))
-    return out
+        result[f"train/episode_{name}_mean"] = float((per_update * episodes).sum() / total) if total else math.nan
+    result["train/episodes"] = float(episodes.sum() / num_seeds)
+    result["train/useful_steps"] = float(rows["train/useful_steps"].astype(np.float64).sum() / num_seeds)
+    result.update(Health.of(out).result())
+    return result
 
 
-def health(rows: Mapping[str, np.ndarray]) -> dict[str, float]:
-    """`train/nonfinite` (1.0 when any part of any seed stopped being finite during the call)
-    and, per part, the first timestep where it did (`health/<part>_nonfinite_at`, -1 if never)."""
-    out: dict[str, float] = {}
-    timestep = np.asarray(rows["timestep"])
-    for key in sorted(k for k in rows if k.startswith("health/")):
-        bad = np.asarray(rows[key]) == 0
-        out[f"{key}_nonfinite_at"] = float(timestep[bad].min()) if bad.any() else -1.0
-    out["train/nonfinite"] = float(any(v >= 0 for v in out.values()))
-    return out
+@dataclasses.dataclass(frozen=True)
+class Health:
+    """Per part of the agent, the first timestep of the call where it was not finite (-1: it
+    stayed finite): what decides that a call diverged, and where."""
+
+    nonfinite_at: dict[str, float]
+
+    @classmethod
+    def of(cls, out: CallOutput) -> Health:
+        timestep = np.asarray(out.rows["timestep"])
+        found = {}
+        for part in sorted(out.health):
+            bad = np.asarray(out.health[part]) == 0
+            found[part] = float(timestep[bad].min()) if bad.any() else -1.0
+        return cls(found)
+
+    @property
+    def diverged(self) -> bool:
+        return any(at >= 0 for at in self.nonfinite_at.values())
+
+    def first(self) -> tuple[float, str]:
+        """The earliest (timestep, part) that stopped being finite; (-1, "?") when none did."""
+        return min(((at, part) for part, at in self.nonfinite_at.items() if at >= 0), default=(-1.0, "?"))
+
+    def result(self) -> dict[str, float]:
+        """`train/nonfinite` (1.0 when any part of any seed stopped being finite during the
+        call) and, per part, `health/<part>_nonfinite_at`."""
+        out = {keys.health_key(part): at for part, at in self.nonfinite_at.items()}
+        out[keys.NONFINITE] = float(self.diverged)
+        return out

@@ -19,221 +19,94 @@
     failure: {max_failures: 0}
     wandb: {project: ajax-tune}  # optional; offline unless an API key is set
 
-Search spaces are written as one-key mappings: `{loguniform: [lo, hi]}`, `{uniform: [lo, hi]}`,
-`{quniform: [lo, hi, q]}`, `{qloguniform: [lo, hi, q]}`, `{randint: [lo, hi]}`,
-`{choice: [a, b, ...]}` and `{grid: [a, b, ...]}`. PBT and PB2 mutations use the same syntax
-(for PBT a plain list is a set of choices; PB2 takes `[lo, hi]` bounds).
+Search spaces are written as one-key mappings (`ajax_tune.spaces`): `{loguniform: [lo, hi]}`,
+`{choice: [a, b, ...]}`, `{grid: [a, b, ...]}` and the like. PBT and PB2 mutations use the same
+syntax (for PBT a plain list is a set of choices; PB2 takes `[lo, hi]` bounds).
 
 `search` and `scheduler` are a name, or a mapping with `name` and the options of that class,
 written inline (`{name: asha, max_t: 12}`) or under `kwargs` (`{name: optuna, kwargs: {seed: 3}}`).
-Both come from one table, `CHOICES`: each name's class, the extra that installs its package, and
-how settings reach it (`tune.seed` and `tune.max_concurrent_trials`, options written as search
-spaces, defaults). Options are checked against the class's own signature, so a misspelt one is
-refused with the nearest valid one (Ray's `create_scheduler` would drop it silently).
+Both come from one table, `ajax_tune.tune_choices.CHOICES`, and their options are checked against
+the class's own signature.
 
-Everything is validated before Ray starts: the YAML's own keys, each search space, the search and
-scheduler with their options, and the trial config, by checking one sample of the space (the first
-grid value, a draw from each domain).
+Everything is validated in one place (`Experiment.from_dict`) before Ray starts: every section's
+keys, types and ranges (`name`, `tune`, `stop`, `checkpoint`, `failure`, `wandb`, `storage_path`),
+each search space, the search and scheduler with their options, the trial config for one sample
+of the space (the first grid value, a draw from each domain) with its state's size against this
+machine's memory, and every metric the experiment names (`tune.metric`, which also scores
+checkpoints, each `stop` key, a scheduler's `time_attr`) against the keys that trial's results
+hold or Tune adds.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
-import importlib.util
-import inspect
 import pathlib
 from collections.abc import Mapping
 from typing import Any
 
 import yaml
 
+from ajax_tune import keys as K
 from ajax_tune import yaml_loader
-from ajax_tune.config import ConfigError, check_keys
-from ajax_tune.imports import resolve_import
+from ajax_tune.config import ConfigError, check_keys, parse_section
+from ajax_tune.fields import static, validate
+from ajax_tune.imports import did_you_mean
+from ajax_tune.results import check_metric
+from ajax_tune.spaces import has_grid, parse_spaces, sample, to_tune
+from ajax_tune.tune_choices import (
+    CHOICES,
+    build_scheduler,
+    build_searcher,
+    config_paths,
+    named_metrics,
+    option_names,
+    parse_choice,
+)
 
-DOMAINS = {
-    "uniform": 2, "loguniform": 2, "quniform": 3, "qloguniform": 3, "randint": 2,
-    "choice": None, "grid": None,
-}
 TOP_LEVEL = ("name", "trial", "tune", "stop", "checkpoint", "failure", "wandb", "storage_path")
-
-
-@dataclasses.dataclass(frozen=True)
-class Domain:
-    """A search space as written in YAML, turned into a Tune domain on demand."""
-
-    kind: str
-    args: tuple
-
-    def to_tune(self):
-        from ray import tune
-
-        if self.kind == "grid":
-            return tune.grid_search(list(self.args))
-        if self.kind == "choice":
-            return tune.choice(list(self.args))
-        return getattr(tune, self.kind)(*self.args)
-
-    def sample(self) -> Any:
-        """A representative value (for validating the trial config before Ray starts)."""
-        if self.kind in ("grid", "choice"):
-            return self.args[0]
-        if self.kind == "randint":
-            return int(self.args[0])
-        low, high = self.args[0], self.args[1]
-        if self.kind.startswith("q"):
-            return float(low)  # on the grid of q by construction
-        return float((low * high) ** 0.5 if "log" in self.kind else (low + high) / 2)
-
-
-def parse_spaces(value: Any, where: str = "trial") -> Any:
-    """Replace one-key search-space mappings in nested config values by `Domain`s."""
-    if isinstance(value, Mapping):
-        if len(value) == 1:
-            (key, args), = value.items()
-            if key in DOMAINS:
-                return _domain(key, args, where)
-        return {k: parse_spaces(v, f"{where}.{k}") for k, v in value.items()}
-    if isinstance(value, list):
-        return [parse_spaces(v, f"{where}[{i}]") for i, v in enumerate(value)]
-    return value
-
-
-def _domain(kind: str, args: Any, where: str) -> Domain:
-    arity = DOMAINS[kind]
-    if not isinstance(args, list) or not args:
-        raise ConfigError(f"{where}: {{{kind}: ...}} takes a non-empty list, got {args!r}")
-    if arity is not None:
-        if len(args) != arity or not all(isinstance(a, (int, float)) and not isinstance(a, bool) for a in args):
-            raise ConfigError(f"{where}: {{{kind}: ...}} takes {arity} numbers, got {args!r}")
-        if args[0] >= args[1]:
-            raise ConfigError(f"{where}: {{{kind}: [low, high]}} needs low < high, got {args!r}")
-        if "log" in kind and args[0] <= 0:
-            raise ConfigError(f"{where}: {{{kind}: ...}} needs a positive lower bound, got {args!r}")
-    return Domain(kind, tuple(args))
-
-
-def to_tune(value: Any) -> Any:
-    if isinstance(value, Domain):
-        return value.to_tune()
-    if isinstance(value, Mapping):
-        return {k: to_tune(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [to_tune(v) for v in value]
-    return value
-
-
-def sample(value: Any) -> Any:
-    if isinstance(value, Domain):
-        return sample(value.sample())
-    if isinstance(value, Mapping):
-        return {k: sample(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [sample(v) for v in value]
-    return value
-
-
-def has_grid(value: Any) -> bool:
-    if isinstance(value, Domain):
-        return value.kind == "grid"
-    if isinstance(value, Mapping):
-        return any(has_grid(v) for v in value.values())
-    if isinstance(value, list):
-        return any(has_grid(v) for v in value)
-    return False
 
 
 # -- the experiment ------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
-class TuneChoice:
-    """A search algorithm or scheduler a YAML experiment may name, and how settings reach it."""
-
-    target: str | None  # "module:Class"; None: Tune's default, which takes no options
-    extra: str = ""  # the ajax-tune extra that installs its package ...
-    requires: str = ""  # ... which is this importable module
-    defaults: Mapping = dataclasses.field(default_factory=dict)  # options set unless given
-    required: Mapping = dataclasses.field(default_factory=dict)  # options it needs: option -> what it is
-    spaces: tuple = ()  # options written as search spaces (converted to Tune's)
-    seed: str = ""  # its keyword for `tune.seed`; the option `seed` is accepted as an alias
-    concurrency: str = ""  # its keyword for `tune.max_concurrent_trials`, where Tune would not pass it
-
-
-# Set by other keys of the experiment: never options.
-FROM_EXPERIMENT = {"metric": "tune.metric", "mode": "tune.mode", "space": "the trial's search spaces"}
-BY_ITERATION = {"time_attr": "training_iteration"}
-
-CHOICES: dict[str, dict[str, TuneChoice]] = {
-    "search": {
-        "random": TuneChoice("ray.tune.search.basic_variant:BasicVariantGenerator",
-                             seed="random_state", concurrency="max_concurrent"),
-        "optuna": TuneChoice("ray.tune.search.optuna:OptunaSearch", extra="optuna", requires="optuna",
-                             seed="seed"),
-        "hyperopt": TuneChoice("ray.tune.search.hyperopt:HyperOptSearch", extra="hyperopt", requires="hyperopt",
-                               seed="random_state_seed"),
-    },
-    "scheduler": {
-        "none": TuneChoice(None),
-        "asha": TuneChoice("ray.tune.schedulers:ASHAScheduler", defaults=BY_ITERATION),
-        "pbt": TuneChoice("ray.tune.schedulers:PopulationBasedTraining", defaults=BY_ITERATION,
-                          required={"hyperparam_mutations": "{key: search space or list of values}"},
-                          spaces=("hyperparam_mutations",)),
-        "pb2": TuneChoice("ray.tune.schedulers.pb2:PB2", extra="pb2", requires="sklearn", defaults=BY_ITERATION,
-                          required={"hyperparam_bounds": "{key: [low, high]}"}),
-    },
-}
-DEFAULT_CHOICE = {"search": "random", "scheduler": "none"}
-
-
-def parse_choice(kind: str, value: Any) -> dict:
-    """`tune.search` or `tune.scheduler` as {"name": ..., "kwargs": {...}}, name checked."""
-    where = f"tune.{kind}"
-    if value is None:
-        value = DEFAULT_CHOICE[kind]
-    if isinstance(value, str):
-        name, options = value, {}
-    elif isinstance(value, Mapping):
-        options = dict(value)
-        name = options.pop("name", DEFAULT_CHOICE[kind])
-        where = f"{where}.name"
-        if "kwargs" in options:
-            kwargs = options.pop("kwargs") or {}
-            if not isinstance(kwargs, Mapping):
-                raise ConfigError(f"tune.{kind}.kwargs must be a mapping of options, got {kwargs!r}")
-            if options:
-                raise ConfigError(f"tune.{kind}: give options inline or under kwargs, not both "
-                                  f"(inline: {sorted(options)})")
-            options = dict(kwargs)
-    else:
-        raise ConfigError(f"tune.{kind} must be a name or a mapping with 'name' and options, got {value!r}")
-    names = list(CHOICES[kind])
-    if name not in names:
-        close = difflib.get_close_matches(str(name), names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ConfigError(f"{where} must be one of {names}, got {name!r}{hint}")
-    return {"name": name, "kwargs": options}
-
-
-@dataclasses.dataclass(frozen=True)
 class TuneSection:
-    metric: str = "eval/return_mean"
-    mode: str = "max"
-    num_samples: int = 1
-    search: Any = "random"  # a name, or {name: ..., kwargs: {...}} (options may also be inline)
-    scheduler: Any = "none"
-    max_concurrent_trials: int = 0
-    reuse_actors: bool = False
-    seed: int = 0
+    metric: str = static("eval/return_mean", doc="the result key searchers, schedulers and checkpoint scores read")
+    mode: str = static("max", choices=("min", "max"), doc="whether a higher or a lower metric is better")
+    num_samples: int = static(1, ge=1, doc="trials to draw (each grid point this many times)")
+    search: Any = static("random", doc="a name, or {name: ..., kwargs: {...}} (options may also be inline)")
+    scheduler: Any = static("none", doc="a name, or {name: ..., kwargs: {...}}")
+    max_concurrent_trials: int = static(0, ge=0, doc="trials running at once; 0: as many as resources allow")
+    reuse_actors: bool = static(False, doc="start a new trial in a finished trial's actor (no recompiling)")
+    seed: int = static(0, ge=0, doc="the search's seed, unless its options give one")
+
+    def __post_init__(self):
+        validate(self, "tune")
 
 
 @dataclasses.dataclass(frozen=True)
 class CheckpointSection:
-    frequency: int = 0
-    at_end: bool = True
-    num_to_keep: int = 0
+    frequency: int = static(0, ge=0, doc="checkpoint every this many iterations; 0: never in between")
+    at_end: bool = static(True, doc="checkpoint when a trial ends")
+    num_to_keep: int = static(0, ge=0, doc="the best checkpoints kept by tune.metric (and the latest); 0: all")
+
+    def __post_init__(self):
+        validate(self, "checkpoint")
+
+
+@dataclasses.dataclass(frozen=True)
+class FailureSection:
+    max_failures: int = static(0, ge=-1, doc="restarts of a failed trial from its last checkpoint; -1: no limit")
+
+    def __post_init__(self):
+        validate(self, "failure")
+
+
+#: Result keys Tune adds to every result of a class trainable, valid metrics beside a trial's own.
+TUNE_KEYS = frozenset(K.TUNE_KEYS)
+#: Keys every trial's results hold, whatever its config.
+ALWAYS_REPORTED = frozenset({*K.RUNNER_KEYS, *K.EVAL_KEYS, *K.TRAIN_KEYS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,25 +138,18 @@ class Experiment:
 
     @classmethod
     def from_dict(cls, raw: Any, default_name: str = "experiment") -> Experiment:
+        """Every section checked, in one pass, before anything starts: the cheap ones first, then
+        the trial config (built for one sample of its space, never compiled), then every metric
+        the experiment names against the keys that trial's results will hold."""
         if not isinstance(raw, Mapping):
             raise ConfigError(f"an experiment must be a mapping with keys {list(TOP_LEVEL)}")
         check_keys(raw, TOP_LEVEL, "")
-        trial = parse_spaces(copy.deepcopy(raw.get("trial", {})))
-        from ajax_tune.runner import Runner
-
-        Runner.check(sample(trial))  # the trial config is valid for a sample of the space
-
-        tune_raw = dict(raw.get("tune") or {})
-        check_keys(tune_raw, [f.name for f in dataclasses.fields(TuneSection)], "tune.")
-        section = TuneSection(**tune_raw)
-        if section.mode not in ("min", "max"):
-            raise ConfigError(f"tune.mode must be 'min' or 'max', got {section.mode!r}")
-        if not isinstance(section.num_samples, int) or section.num_samples < 1:
-            raise ConfigError(f"tune.num_samples must be an integer >= 1, got {section.num_samples!r}")
-        for key in ("seed", "max_concurrent_trials"):
-            value = getattr(section, key)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ConfigError(f"tune.{key} must be an integer >= 0, got {value!r}")
+        name = _name(raw.get("name"), default_name)
+        section = parse_section(TuneSection, raw.get("tune") or {}, "tune")
+        trial = raw.get("trial") or {}
+        if not isinstance(trial, Mapping):
+            raise ConfigError(f"trial must be a mapping (the trial config: env, agent, train, ...), got {trial!r}")
+        trial = parse_spaces(copy.deepcopy(dict(trial)))
         search, scheduler = parse_choice("search", section.search), parse_choice("scheduler", section.scheduler)
         if search["name"] != "random" and has_grid(trial):
             raise ConfigError(f"tune.search: {search['name']} cannot expand {{grid: ...}}; use choice")
@@ -293,20 +159,19 @@ class Experiment:
         section = dataclasses.replace(section, search=search, scheduler=scheduler)
         build_scheduler(section)  # validates the options without starting anything
         build_searcher(section)
+        checkpoint = parse_section(CheckpointSection, _mapping(raw, "checkpoint"), "checkpoint")
+        failure = parse_section(FailureSection, _mapping(raw, "failure"), "failure")
+        stop = _stop(raw.get("stop"))
+        wandb = _wandb(raw.get("wandb"))
+        storage_path = raw.get("storage_path")
+        if storage_path is not None and not (isinstance(storage_path, str) and storage_path.strip()):
+            raise ConfigError(f"storage_path must be a directory or a URI (a string), got {storage_path!r}")
 
-        ck_raw = dict(raw.get("checkpoint") or {})
-        check_keys(ck_raw, [f.name for f in dataclasses.fields(CheckpointSection)], "checkpoint.")
-        stop = dict(raw.get("stop") or {})
-        failure = dict(raw.get("failure") or {})
-        check_keys(failure, ["max_failures"], "failure.")
-        wandb = raw.get("wandb")
-        if wandb is not None and not isinstance(wandb, Mapping):
-            raise ConfigError(f"wandb must be a mapping (for example {{project: my-project}}), got {wandb!r}")
-        return cls(
-            name=str(raw.get("name") or default_name), trial=trial, tune=section, stop=stop,
-            checkpoint=CheckpointSection(**ck_raw), max_failures=int(failure.get("max_failures", 0)),
-            wandb=dict(wandb) if wandb is not None else None, storage_path=raw.get("storage_path"),
-        )
+        metrics = {"tune.metric": section.metric, **{f"stop.{key}": key for key in stop},
+                   **named_metrics("search", search), **named_metrics("scheduler", scheduler)}
+        trial_checks(sample(trial), metrics, config_paths("scheduler", scheduler))
+        return cls(name=name, trial=trial, tune=section, stop=stop, checkpoint=checkpoint,
+                   max_failures=failure.max_failures, wandb=wandb, storage_path=storage_path)
 
     # -- building Tune objects ------------------------------------------------------------
 
@@ -316,17 +181,16 @@ class Experiment:
     def tuner(self, storage_path: str | None = None, callbacks: list | None = None):
         from ray import tune
 
-        from ajax_tune.trainable import AjaxTrainable, trial_dirname
+        from ajax_tune.trainable import AjaxTrainable, trial_names
 
         section = self.tune
         search = CHOICES["search"][section.search["name"]]
         tune_config = tune.TuneConfig(
-            trial_name_creator=trial_dirname,
             metric=section.metric, mode=section.mode, num_samples=section.num_samples,
             search_alg=build_searcher(section), scheduler=build_scheduler(section),
             # a search that takes the limit itself has it already; Tune would only warn
             max_concurrent_trials=None if search.concurrency else section.max_concurrent_trials or None,
-            reuse_actors=section.reuse_actors, trial_dirname_creator=trial_dirname,
+            reuse_actors=section.reuse_actors, **trial_names(),
         )
         run_config = tune.RunConfig(
             name=self.name,
@@ -348,82 +212,136 @@ class Experiment:
         return tune.Tuner(AjaxTrainable, param_space=self.param_space(), tune_config=tune_config, run_config=run_config)
 
 
-def build_scheduler(section: TuneSection):
-    """The Tune scheduler `tune.scheduler` names, with its options (None: Tune's default)."""
-    return build_choice("scheduler", parse_choice("scheduler", section.scheduler), section)
+# -- the sections outside `trial` ----------------------------------------------------------------
 
 
-def build_searcher(section: TuneSection):
-    """The Tune search algorithm `tune.search` names, with its options and seed."""
-    return build_choice("search", parse_choice("search", section.search), section)
+def _name(value: Any, default: str) -> str:
+    if value is None or value == "":
+        return default
+    if not isinstance(value, str) or "/" in value or value in (".", ".."):
+        raise ConfigError(f"name must be a directory name (a string without '/'), got {value!r}")
+    return value
 
 
-def build_choice(kind: str, spec: Mapping, section: TuneSection):
-    name, options = spec["name"], dict(spec["kwargs"])
-    choice, where = CHOICES[kind][name], f"tune.{kind} ({name})"
-    if choice.target is None:
-        if options:
-            raise ConfigError(f"tune.{kind}: {name!r} takes no options, got {sorted(options)}")
+def _mapping(raw: Mapping, key: str) -> Mapping:
+    value = raw.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key} must be a mapping, got {value!r}")
+    return value
+
+
+def _stop(value: Any) -> dict:
+    """`stop`: result key -> the value at which a trial ends (Tune stops at the first result at
+    or past it). Its keys are checked as metrics once the trial's result keys are known."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"stop must be a mapping of result key to the value that ends a trial "
+                          f"(for example {{training_iteration: 12}}), got {value!r}")
+    for key, limit in value.items():
+        if not isinstance(limit, (int, float)) or isinstance(limit, bool):
+            raise ConfigError(f"stop.{key} must be a number (a trial ends at the first result with {key} >= it), "
+                              f"got {limit!r}")
+    return dict(value)
+
+
+WANDB_OWN = ("project", "group", "mode")
+WANDB_MODES = ("online", "offline", "disabled")
+
+
+def _wandb(value: Any) -> dict | None:
+    """`wandb`: the keyword arguments of `wandb_callback`, `WandbLoggerCallback` or `wandb.init`;
+    a misspelt one would reach `wandb.init` inside every trial's logging actor."""
+    if value is None:
         return None
-    if choice.requires and importlib.util.find_spec(choice.requires) is None:
-        raise ConfigError(f"{where} needs the {choice.requires!r} package; pip install 'ajax-tune[{choice.extra}]'")
-    cls = resolve_import(choice.target, where)
-    accepted = option_names(cls)
-    taken = {k: v for k, v in FROM_EXPERIMENT.items() if k in accepted}
-    if choice.concurrency:
-        taken[choice.concurrency] = "tune.max_concurrent_trials"
-    if choice.seed:
-        taken[choice.seed] = "tune.seed or the option 'seed'"
-        if "seed" in options and choice.seed != "seed":
-            if choice.seed in options:
-                raise ConfigError(f"{where}: give the seed once, as 'seed' or {choice.seed!r}")
-            options[choice.seed] = options.pop("seed")
-    for key in options:
-        if key in taken and key != choice.seed:
-            raise ConfigError(f"{where}: {key!r} is not an option here; it is set by {taken[key]}")
-        if key not in accepted:
-            valid = [k for k in accepted if k not in taken] + (["seed"] if choice.seed else [])
-            close = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.5)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{where}: unknown option {key!r}{hint} Options: {', '.join(valid)}")
-    kwargs = {**choice.defaults, **options}
-    for key, what in choice.required.items():
-        if not kwargs.get(key):
-            raise ConfigError(f"{where} needs the option {key} ({what})")
-    for key in choice.spaces:
-        if key in kwargs:
-            kwargs[key] = to_tune(parse_spaces(kwargs[key], f"tune.{kind}.{key}"))
-    if choice.seed:
-        kwargs.setdefault(choice.seed, section.seed)
-    if choice.concurrency and section.max_concurrent_trials:
-        kwargs[choice.concurrency] = section.max_concurrent_trials
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError, AssertionError) as exc:
-        raise ConfigError(f"{where}: {exc}".splitlines()[0]) from None
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"wandb must be a mapping (for example {{project: my-project}}), got {value!r}")
+    if not value:
+        return {}
+    valid = wandb_options()
+    for key in value:
+        if key not in valid:
+            hint = did_you_mean(key, valid, cutoff=0.5)
+            raise ConfigError(f"wandb: unknown option {key!r}{hint} Options: {', '.join(valid)}")
+    for key in ("project", "group"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            raise ConfigError(f"wandb.{key} must be a string, got {value[key]!r}")
+    if value.get("mode") is not None and value["mode"] not in WANDB_MODES:
+        raise ConfigError(f"wandb.mode must be one of {list(WANDB_MODES)}, got {value['mode']!r}")
+    return dict(value)
 
 
-def option_names(cls) -> list[str]:
-    """The keyword arguments `cls` takes, from its signature. Every class in `CHOICES` names all
-    of its options (no **kwargs), so this is the whole list (tests/test_compat.py checks it)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [n for n, p in inspect.signature(cls).parameters.items() if p.kind in kinds]
+def wandb_options() -> list[str]:
+    """What the `wandb` section may set: `wandb_callback`'s own arguments, then Ray's callback's,
+    then `wandb.init`'s (where the rest go)."""
+    import wandb
+    from ray.air.integrations.wandb import WandbLoggerCallback
+
+    names = [*WANDB_OWN, *option_names(WandbLoggerCallback), *option_names(wandb.init)]
+    return list(dict.fromkeys(names))
+
+
+def trial_checks(trial: dict, metrics: Mapping[str, str], paths: Mapping[str, list[tuple]] | None = None) -> None:
+    """The trial config checked for one sample of its space: everything `Runner.check` checks,
+    that its training state fits this machine, each of `metrics` (who names it -> the metric)
+    against the keys its results will hold (or Tune adds), and each of `paths` (PBT's mutations)
+    against the config's sections and their keys."""
+    from ajax_tune.build import build_loop, build_run
+    from ajax_tune.memory import check_state_fits
+    from ajax_tune.results import keys_of
+    from ajax_tune.runner import Runner
+
+    cfg = Runner.check(trial)
+    env, loop = build_loop(cfg)
+    check_state_fits(loop, cfg.resources.gpu)
+    keys = TUNE_KEYS | ALWAYS_REPORTED
+    if not set(metrics.values()) <= keys:  # the config's own keys, traced (not compiled) only when needed
+        keys |= keys_of(cfg, loop, build_run(cfg, env))
+    for who, metric in metrics.items():
+        check_metric(metric, keys, who)
+    written = cfg.to_dict()
+    for who, mutated in (paths or {}).items():
+        for path in mutated:
+            _check_config_path(written, path, who)
+
+
+def _check_config_path(config: Mapping, path: tuple, who: str) -> None:
+    """A path PBT mutates must name a section and one of its keys (deeper keys, such as a
+    schedule's or an env's own kwargs, are the section's to check): a misspelt one would be
+    added to every trial's config by Tune and refused inside the trial, after Ray started."""
+    node = config
+    for depth, key in enumerate(path[:2]):
+        if not isinstance(node, Mapping):
+            return
+        if key not in node:
+            where = ".".join(map(str, path[:depth])) or "the trial config"
+            raise ConfigError(f"{who}: {'.'.join(map(str, path))} is not a key of the trial config ({where} has no "
+                              f"{key!r}{did_you_mean(key, list(node), cutoff=0.5)})")
+        node = node[key]
 
 
 # -- overrides -----------------------------------------------------------------------------------
 
 
+def parse_assignment(item: str, flag: str, form: str = "key.path=value") -> tuple[str, Any]:
+    """`key=value` as the command line gives it: the value read as YAML (numbers as in a file),
+    or kept as text where it is not YAML."""
+    key, sep, text = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"{flag} expects {form}, got {item!r}")
+    try:
+        return key, yaml_loader.load(text)
+    except yaml.YAMLError:
+        return key, text
+
+
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """`key.path=value` assignments (values parsed as YAML, numbers as in the file) onto the loaded experiment."""
+    """`--set key.path=value` assignments onto the loaded experiment."""
     raw = copy.deepcopy(raw)
     for item in overrides:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise ConfigError(f"--set expects key.path=value, got {item!r}")
-        try:
-            value = yaml_loader.load(text)
-        except yaml.YAMLError:
-            value = text
+        key, value = parse_assignment(item, "--set")
         node = raw
         parts = key.split(".")
         for part in parts[:-1]:
@@ -435,4 +353,3 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             node = child
         node[parts[-1]] = value
     return raw
-

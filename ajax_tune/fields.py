@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import hashlib
 import json
 from typing import Any
@@ -38,6 +39,15 @@ def _field(default, kind, doc, checks):
     if isinstance(default, (list, dict)):
         return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def check_keys(values, allowed, prefix: str) -> None:
+    """Reject unknown keys of a config section, naming the nearest valid one."""
+    for key in values:
+        if key not in allowed:
+            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
+            hint = f"; did you mean {prefix}{close[0]!r}?" if close else ""
+            raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
 
 
 def field_kind(f: dataclasses.Field) -> str:

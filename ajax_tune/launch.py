@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable
 from typing import Any
 
+from ajax_tune import compat
 from ajax_tune.errors import ConfigError
 
 LOCK_FILE = ".ajax-tune.lock"
@@ -120,7 +121,7 @@ def _start_time(pid: int) -> float | None:
 
 def trial_resources(trial: dict) -> dict[str, float]:
     """The most CPUs and GPUs any trial of the space asks for (search spaces at their maximum)."""
-    from ajax_tune.experiment import Domain
+    from ajax_tune.spaces import Domain
 
     def most(value: Any, default: float) -> float:
         if isinstance(value, Domain):
@@ -136,10 +137,8 @@ def local_cpus(num_cpus: int | None) -> float:
     if num_cpus:
         return float(num_cpus)
     try:
-        from ray._private.utils import get_num_cpus  # what a local Ray will offer (cgroup limits included)
-
-        return float(get_num_cpus())
-    except Exception:  # a private helper: fall back to the CPUs this process may use
+        return compat.local_ray_cpus()  # what a local Ray will offer (cgroup limits included)
+    except compat.CompatError:  # gone in this Ray: the CPUs this process may use
         return float(len(os.sched_getaffinity(0)))
 
 

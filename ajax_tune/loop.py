@@ -26,10 +26,13 @@ from flax import struct
 
 from ajax_tune import checkpoint, compat
 from ajax_tune.agents.base import Clock
+from ajax_tune.call_output import CallOutput, CallStats
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
-from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
+from ajax_tune.evaluation import EVAL_ROWS, make_evaluate, summarize
 from ajax_tune.fields import ConfigError, init_only, static, static_values, traced, validate
+
+__all__ = ["CallOutput", "CallStats", "LoopConfig", "TrainLoop", "TrainState"]
 
 ON_NONFINITE = ("stop", "error", "continue")
 RESET_MODES = ("next_step", "unroll_start")
@@ -38,14 +41,15 @@ RESET_MODES = ("next_step", "unroll_start")
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
     total_timesteps: int = traced(1_000_000, ge=1, doc="the run's horizon: schedules span it")
-    timesteps_per_iteration: int = static(50_000, ge=1, doc="env steps per seed in one train() call")
+    timesteps_per_iteration: int = static(49_152, ge=1, doc="env steps per seed in one train() call (the default: "
+                                                            "whole unrolls of every built-in agent's defaults)")
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
-    eval_episodes: int = static(10, ge=1)
+    eval_episodes: int = static(10, ge=1, doc="episodes of the deterministic policy per evaluation, per seed")
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
     reset_mode: str = static("next_step", choices=RESET_MODES,
                              doc="when a finished env starts its next episode: on the very next step, "
                                  "or frozen (masked) until the next unroll starts")
-    seed: int = init_only(0, ge=0)
+    seed: int = init_only(0, ge=0, doc="the random seed of the run; its seeds are splits of it")
     on_nonfinite: str = init_only(
         "stop", choices=ON_NONFINITE,
         doc="when parameters, optimiser state or metrics stop being finite: stop the trial (its result "
@@ -72,18 +76,6 @@ class TrainState:
     eval_task: Task  # the task evaluations run on
     heldout: Task  # [num_heldout] fixed tasks evaluated beside it
     horizon: jax.Array  # float32 total_timesteps
-
-
-@struct.dataclass
-class CallStats:
-    """Per-env sums over one call."""
-
-    episodes: jax.Array  # [num_envs]
-    return_sum: jax.Array
-    success_sum: jax.Array
-    steps: jax.Array  # useful (unmasked) steps
-    signal_sum: jax.Array  # agent's learning signal, summed over updates where it was defined
-    signal_count: jax.Array
 
 
 class TrainLoop:
@@ -113,7 +105,7 @@ class TrainLoop:
         # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
         # deadlock in LAPACK's batched QR, which a vmapped orthogonal initialiser produces.
         self._init = jax.jit(lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys))
-        self._train = jax.jit(self._train_all, donate_argnums=0)
+        self._train = jax.jit(self._counted_call, donate_argnums=0)
 
     # -- identity ------------------------------------------------------------------------
 
@@ -156,8 +148,8 @@ class TrainLoop:
         """Unmasked env steps per seed since the run began (the mean over seeds)."""
         return float(np.mean(np.asarray(state.useful_steps, np.float64)))
 
-    def summarize(self, rows) -> dict[str, float]:
-        return summarize(rows, latest=self.agent.latest_metrics)
+    def summarize(self, out: CallOutput) -> dict[str, float]:
+        return summarize(out, latest=self.agent.latest_metrics)
 
     # -- state ---------------------------------------------------------------------------
 
@@ -230,51 +222,58 @@ class TrainLoop:
             state = state.replace(horizon=jnp.full_like(state.horizon, float(total_timesteps)))
         return state
 
+    def reseed(self, state: TrainState, salt: int) -> TrainState:
+        """The same state with every seed's random stream re-keyed by `salt`."""
+        return state.replace(key=jax.vmap(lambda k: jax.random.fold_in(k, salt))(state.key))
+
     def save(self, directory, state: TrainState, extra: dict | None = None):
         """Write a checkpoint of `state` (complete on return); `extra` is JSON metadata."""
         return checkpoint.save(directory, state, settings=self.settings(), timestep=self.timestep(state), extra=extra)
 
     def restore(self, directory) -> tuple[TrainState, dict]:
         """A state saved by `save` with the same settings, and its metadata."""
+        return checkpoint.restore(directory, self.abstract_state(), settings=self.settings())
+
+    def abstract_state(self) -> TrainState:
+        """The state's shapes and dtypes (`jax.ShapeDtypeStruct` leaves), traced from `init`
+        without compiling, allocating or starting JAX's backends: what a checkpoint must fit, and what `call`
+        can be traced with to learn the shapes of a call's output."""
         keys = jax.ShapeDtypeStruct((self.config.num_seeds, 2), jnp.uint32)
-        task = task_to_jax(self.env.validate_task({}))
-        target = jax.eval_shape(self._init, keys, task)
-        return checkpoint.restore(directory, target, settings=self.settings())
+        task = {k: jax.ShapeDtypeStruct(v.shape, jax.dtypes.canonicalize_dtype(v.dtype))
+                for k, v in self.env.validate_task({}).items()}
+        return jax.eval_shape(self._init, keys, task)
 
     # -- training ------------------------------------------------------------------------
 
-    def train(self, state: TrainState) -> tuple[TrainState, dict[str, jax.Array]]:
+    def train(self, state: TrainState) -> tuple[TrainState, CallOutput]:
         """One call: `timesteps_per_iteration` env steps per seed. `state` is donated.
 
-        Returns the new state and the call's rows: per-update values shaped `[seeds, updates]`
-        (`[seeds, updates, num_heldout]` for `eval/heldout/*`; `health/<part>` is 1 while that
-        part of the agent is finite), and per-env sums over the call under `per_env/*`, shaped
-        `[seeds, num_envs]`.
+        Returns the new state and the call's output: per-update rows, per-env statistics and
+        the agent's health (`CallOutput`).
 
         Every state is committed to the loop's device first (free when it already is), so a
         state fresh from `init`, restored from a checkpoint or edited on the host all match
         the one compiled program."""
         return self._train(jax.device_put(state, self.device))
 
-    def _train_all(self, state: TrainState):
+    def _counted_call(self, state: TrainState):
         self.traces += 1  # runs only while tracing
-        stats = jax.vmap(lambda _: self._empty_stats())(state.iteration)
-        (state, stats), rows = jax.lax.scan(self._update, (state, stats), None, length=self.updates_per_call)
-        rows = jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), rows)  # [updates, seeds] -> [seeds, updates]
-        rows.update({
-            "per_env/episodes": stats.episodes,
-            "per_env/return_sum": stats.return_sum,
-            "per_env/success_sum": stats.success_sum if self.env.has_success else jnp.full_like(stats.success_sum, jnp.nan),
-            "per_env/steps": stats.steps,
-            "per_env/learning_signal": stats.signal_sum / jnp.where(stats.signal_count > 0, stats.signal_count, jnp.nan),
-            **{f"per_env/task/{k}": v for k, v in state.env.task.items()},
-        })
-        return state, rows
+        return self.call(state)
 
-    def _empty_stats(self) -> CallStats:
+    def call(self, state: TrainState) -> tuple[TrainState, CallOutput]:
+        """The pure function `train` compiles (not jitted, not donated): trace it with
+        `jax.eval_shape(loop.call, loop.abstract_state())` to learn a call's output."""
+        stats = jax.vmap(self._empty_stats)(state.env.task)
+        (state, stats), (rows, health) = jax.lax.scan(self._update, (state, stats), None, length=self.updates_per_call)
+        swap = lambda tree: jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)  # noqa: E731 [updates, seeds] -> [seeds, updates]
+        if not self.env.has_success:
+            stats = stats.replace(success_sum=jnp.full_like(stats.success_sum, jnp.nan))
+        return state, CallOutput(rows=swap(rows), stats=stats.replace(task=state.env.task), health=swap(health))
+
+    def _empty_stats(self, task: Task) -> CallStats:
         zeros = jnp.zeros((self.venv.num_envs,), jnp.float32)
         return CallStats(episodes=zeros, return_sum=zeros, success_sum=zeros, steps=zeros,
-                         signal_sum=zeros, signal_count=zeros)
+                         signal_sum=zeros, signal_count=zeros, task=task)
 
     def _update(self, carry, _):
         state, stats = carry
@@ -283,7 +282,7 @@ class TrainLoop:
         iteration = state.iteration[0]
         clock = Clock(timestep=(iteration * self.steps_per_update).astype(jnp.float32), horizon=state.horizon[0])
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
-        agent_state, env_state, row, stats = jax.vmap(self._learn, in_axes=(0, 0, 0, 0, None))(
+        agent_state, env_state, row, health, stats = jax.vmap(self._learn, in_axes=(0, 0, 0, 0, None))(
             state.agent, state.env, keys[:, 1], stats, clock)
 
         timestep = (iteration + 1) * self.steps_per_update
@@ -301,7 +300,7 @@ class TrainLoop:
         new_state = state.replace(
             agent=agent_state, env=env_state, key=keys[:, 0], iteration=state.iteration + 1,
             useful_steps=state.useful_steps + row["train/useful_steps"].astype(jnp.int32))
-        return (new_state, stats), row
+        return (new_state, stats), (row, health)
 
     def _learn(self, agent_state, env_state: EnvState, key, stats: CallStats, clock: Clock):
         """One seed: restart finished envs, collect an unroll, let the agent learn from it."""
@@ -326,10 +325,10 @@ class TrainLoop:
             "train/episode_length": per_episode(jnp.sum(episodes["length_sum"])),
             "train/episodes": count,
             "train/useful_steps": jnp.sum(episodes["steps"]),
-            **{f"health/{k}": v.astype(jnp.float32) for k, v in health.items()},
             **metrics,
         }
-        return agent_state, env_state, row, stats
+        health = {k: v.astype(jnp.float32) for k, v in health.items()}
+        return agent_state, env_state, row, health, stats
 
     def _collect(self, agent_state, env_state: EnvState, key):
         """`unroll_length` lock-step steps of every env; per-env episode sums of the unroll."""
@@ -375,10 +374,10 @@ class TrainLoop:
 
     def _no_evaluation(self) -> dict[str, jax.Array]:
         seeds = self.config.num_seeds
-        out = {k: jnp.full((seeds,), jnp.nan, jnp.float32) for k in EVAL_KEYS}
+        out = {k: jnp.full((seeds,), jnp.nan, jnp.float32) for k in EVAL_ROWS}
         if self.num_heldout:
             out.update({f"eval/heldout/{k.split('/')[-1]}": jnp.full((seeds, self.num_heldout), jnp.nan, jnp.float32)
-                        for k in EVAL_KEYS})
+                        for k in EVAL_ROWS})
         return out
 
 

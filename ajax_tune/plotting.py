@@ -137,23 +137,45 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
     trials = []
     for directory, frame, params in found:
         trial_id = str(frame["trial_id"].iloc[0]) if "trial_id" in frame else directory.name
-        parts = [f"{name}={_short(params.get(key))}" for key, name in differing.items()]
-        label = " ".join([trial_id, *parts])
-        if len(label) > MAX_LABEL:
-            label = label[: MAX_LABEL - 1] + "…"
-        trials.append(TrialSeries(trial_id, label, frame, lineage_segments(frame)))
+        # a key this trial does not have (another sampler's option) says nothing about it
+        parts = [f"{name}={_short(params[key])}" for key, name in differing.items() if params.get(key) is not None]
+        trials.append(TrialSeries(trial_id, " ".join(parts), frame, lineage_segments(frame)))
+    repeated = {t.label for t in trials if not t.label or sum(o.label == t.label for o in trials) > 1}
+    for trial in trials:  # the id only where the values do not tell trials apart
+        if trial.label in repeated:
+            trial.label = " ".join(filter(None, [trial.trial_id, trial.label]))
+        if len(trial.label) > MAX_LABEL:
+            trial.label = trial.label[: MAX_LABEL - 1] + "…"
     return trials
 
 
-def plot_experiment(experiment_dir: str | pathlib.Path, out_dir: str | pathlib.Path | None = None) -> list[pathlib.Path]:
-    """Write learning_curves.png, learning_rates.png, (when a curriculum moved or reports
-    levels) curriculum.png, with one subplot per task field that moved, and (when results carry
-    task histograms, as with a task sampler) task_distribution.png; returns the paths."""
+def experiment_metric(experiment_dir: str | pathlib.Path) -> str | None:
+    """The metric the experiment was run with (`TuneConfig(metric=...)`), from the newest
+    experiment state Tune wrote; None when there is none to read."""
+    states = sorted(pathlib.Path(experiment_dir).glob("experiment_state-*.json"))
+    if not states:
+        return None
+    try:
+        metric = json.loads(states[-1].read_text()).get("runner_data", {}).get("_metric")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return metric if isinstance(metric, str) and metric else None
+
+
+def plot_experiment(experiment_dir: str | pathlib.Path, out_dir: str | pathlib.Path | None = None,
+                    metric: str | None = None) -> list[pathlib.Path]:
+    """Write learning_curves.png (the experiment's metric, and the evaluation return beside it
+    when the metric is another), learning_rates.png, (when a curriculum moved or reports levels)
+    curriculum.png, with one subplot per task field that moved, and (when results carry task
+    histograms, as with a task sampler) task_distribution.png; returns the paths.
+
+    `metric` defaults to the one the experiment was run with, else the evaluation return."""
     trials = load_trials(experiment_dir)
+    metric = metric or experiment_metric(experiment_dir) or RETURN
     out = pathlib.Path(out_dir) if out_dir is not None else pathlib.Path(experiment_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
     colors = _colors(len(trials))
-    written = [_learning_curves(trials, colors, out / "learning_curves.png")]
+    written = [_save(learning_curves_figure(trials, colors, metric), out / "learning_curves.png")]
     fields = _curriculum_fields(trials)
     if fields:
         written.append(_curriculum(trials, colors, fields, out / "curriculum.png"))
@@ -167,21 +189,43 @@ def plot_experiment(experiment_dir: str | pathlib.Path, out_dir: str | pathlib.P
 # -- figures -----------------------------------------------------------------------------
 
 
-def _learning_curves(trials: list[TrialSeries], colors, path: pathlib.Path) -> pathlib.Path:
-    fig = Figure(figsize=(9, 5), layout="constrained")
-    ax = fig.add_subplot()
-    for trial, color in zip(trials, colors):
-        label = trial.label
-        for segment in trial.segments:
-            x, mean, lo, hi = learning_curve(segment)
-            if not len(x):
-                continue
-            ax.plot(x, mean, color=color, marker=".", label=label)
-            if not np.all(np.isnan(lo)):
-                ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
-            label = None  # one legend entry per trial
-    _finish(fig, ax, "evaluation return (mean; band: min..max over seeds)", "learning curves")
-    return _save(fig, path)
+def learning_curves_figure(trials: list[TrialSeries], colors, metric: str = RETURN) -> Figure:
+    """The experiment's metric against env steps and, when the metric is another quantity, the
+    evaluation return beside it (band: min..max over seeds)."""
+    shown = [metric] if metric == RETURN else [metric, RETURN]
+    if not any(metric in t.frame and t.frame[metric].notna().any() for t in trials):
+        shown = [RETURN]  # a metric the results never reported: the return alone, as before
+    fig = Figure(figsize=(6.5 * len(shown) + 2.5, 5), layout="constrained")
+    axes = fig.subplots(1, len(shown), squeeze=False)[0]
+    for ax, column in zip(axes, shown):
+        for trial, color in zip(trials, colors):
+            label = trial.label
+            for segment in trial.segments:
+                x, y, lo, hi = metric_curve(segment, column)
+                if not len(x):
+                    continue
+                ax.plot(x, y, color=color, marker=".", label=label)
+                if not np.all(np.isnan(lo)):
+                    ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
+                label = None  # one legend entry per trial
+        ax.set_xlabel(STEP)
+        ax.set_ylabel(column if column != RETURN else f"{RETURN} (band: min..max over seeds)")
+        ax.set_title(f"{column}{' (the experiment metric)' if column == metric and len(shown) > 1 else ''}")
+        ax.grid(alpha=0.3)
+    _legend(fig, axes[0])
+    return fig
+
+
+def metric_curve(segment: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(env_steps, value, low, high) of the rows that report `column`; the band is the seeds'
+    spread for the return, NaN otherwise."""
+    if column == RETURN:
+        return learning_curve(segment)
+    if column not in segment:
+        return (np.zeros(0),) * 4
+    rows = segment[segment[column].notna()]
+    nan = np.full(len(rows), np.nan)
+    return rows[STEP].to_numpy(np.float64), rows[column].to_numpy(np.float64), nan, nan.copy()
 
 
 def _curriculum(trials: list[TrialSeries], colors, fields: list[str], path: pathlib.Path) -> pathlib.Path:

@@ -9,8 +9,8 @@ each complete checkpoint newer than the snapshot's is registered in order (with 
 saved in its metadata, so Tune's counters continue from it), incomplete ones are skipped with a
 note, and the trial's checkpoint index moves past everything on disk.
 
-This leans on Tune's internal trial and checkpoint-manager classes (Ray 2.x); it is the Tune
-layer's business, and nothing below it imports Ray.
+This leans on Tune's trial and checkpoint-manager classes (Ray 2.x), their private parts through
+`ajax_tune.compat`; it is the Tune layer's business, and nothing below it imports Ray.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 import pathlib
 import pickle
 
+from ajax_tune import compat
 from ajax_tune.checkpoint import incomplete_reason, newest_complete, read_metadata, sorted_checkpoints
 from ajax_tune.errors import CheckpointError
 from ajax_tune.launch import LaunchError
@@ -55,20 +56,20 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
     """Rewrite the newest experiment snapshot so each unfinished trial resumes from its newest
     complete checkpoint on disk. Returns notes for the user (one line each)."""
     from ray.train import Checkpoint
-    from ray.train._internal.session import _TrainingResult
-    from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
     from ray.tune.experiment.trial import Trial
-    from ray.tune.utils.serialization import TuneFunctionEncoder, _loads_with_cloudpickle
+    from ray.tune.utils.serialization import TuneFunctionEncoder
 
-    state_path = pathlib.Path(_find_newest_experiment_checkpoint(str(directory)))
+    state_path = pathlib.Path(compat.newest_experiment_state(str(directory)))
     try:
-        state = _loads_with_cloudpickle(state_path.read_text())
+        state = compat.load_experiment_state(state_path.read_text())
         trials = []
         for trial_json, metadata_json in state["trial_data"]:
             trial = Trial.from_json_state(trial_json, stub=True)
             trial.restore_run_metadata(metadata_json)
             trial.stub = False  # stub only spared loading the trainable; the rewritten state is a real trial
             trials.append(trial)
+    except compat.CompatError:
+        raise
     except Exception as exc:
         raise LaunchError(f"{state_path} cannot be read ({type(exc).__name__}); the experiment cannot be resumed "
                           f"as it was saved") from None
@@ -82,11 +83,12 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
         for path, reason in skipped:
             notes.append(f"note: {trial.trial_id}: skipping {path.name}, incomplete ({reason})")
         manager = trial.run_metadata.checkpoint_manager
-        registered = {pathlib.Path(r.checkpoint.path).name: r for r in manager._checkpoint_results}
+        registered = {pathlib.Path(r.checkpoint.path).name: r for r in compat.checkpoint_results(manager)}
         latest = manager.latest_checkpoint_result
         latest_name = pathlib.Path(latest.checkpoint.path).name if latest is not None else None
         if newest is None and latest is not None and incomplete_reason(latest.checkpoint.path) is not None:
-            manager._checkpoint_results, manager._latest_checkpoint_result = [], None
+            compat.set_checkpoint_results(manager, [])
+            compat.set_latest_checkpoint_result(manager, None)
             trial.run_metadata.last_result = {}
             trial.invalidate_json_state()
             changed = True
@@ -95,16 +97,16 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
         if newest is None or newest.name == latest_name:
             continue
         # Forget what is no longer whole on disk, then register what Tune had not heard of, in order.
-        manager._checkpoint_results = [r for r in manager._checkpoint_results
-                                       if incomplete_reason(r.checkpoint.path) is None]
+        compat.set_checkpoint_results(manager, [r for r in compat.checkpoint_results(manager)
+                                                if incomplete_reason(r.checkpoint.path) is None])
         filesystem = latest.checkpoint.filesystem if latest is not None else None
         for path in on_disk:
             if path.name in registered or path.name > newest.name or incomplete_reason(path) is not None:
                 continue
-            manager.register_checkpoint(_TrainingResult(
-                checkpoint=Checkpoint(str(path), filesystem=filesystem), metrics=_saved_result(path)))
+            manager.register_checkpoint(compat.training_result(
+                Checkpoint(str(path), filesystem=filesystem), _saved_result(path)))
         if newest.name in registered:  # the snapshot's latest was incomplete: fall back to an earlier one
-            manager._latest_checkpoint_result = registered[newest.name]
+            compat.set_latest_checkpoint_result(manager, registered[newest.name])
         trial.run_metadata.last_result = dict(manager.latest_checkpoint_result.metrics)
         trial.storage.current_checkpoint_index = max(int(p.name.rsplit("_", 1)[-1]) for p in on_disk)
         trial.invalidate_json_state()

@@ -4,17 +4,16 @@ It is what RLlib's Algorithm is to a function trainable: `train()` runs one call
 result of plain floats; `get_task` / `set_task` steer the envs; `save` / `restore` write and read
 checkpoints; `reconfigure` takes a new config, keeping the compiled program when only traced
 settings changed. `AjaxTrainable` is a thin Tune shell over it, and it works without Ray.
+
+It composes: `build` makes the parts, the loop trains, `evaluation.summarize` reduces a call
+to floats, the `Curriculum` moves the tasks on through a `TaskControl`, `checkpoint` writes.
 """
 
 from __future__ import annotations
 
-import contextlib
-import difflib
-import functools
 import logging
 import math
 import time
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,36 +21,23 @@ import jax
 import numpy as np
 
 from ajax_tune import checkpoint
-from ajax_tune.checkpoint import CheckpointError
-from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
-from ajax_tune.curriculum import EnvContext, TaskSettableEnv, make_callback
-from ajax_tune.envs import EpisodeWrapper, make_env
-from ajax_tune.envs.base import flatten_task, task_to_jax
-from ajax_tune.errors import TaskError
-from ajax_tune.evaluation import EVAL_KEYS, make_evaluate, summarize
-from ajax_tune.levels import Levels
-from ajax_tune.loop import TrainLoop
-from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
-from ajax_tune.samplers.heldout import heldout_count, heldout_tasks
-from ajax_tune.samplers.stats import TASK_PREFIX
+from ajax_tune.build import build_loop, build_run, named_metrics
+from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfinite, trial_salt
+from ajax_tune.config import Config
+from ajax_tune.curriculum import CurriculumError
+from ajax_tune.envs.base import task_to_jax
+from ajax_tune.evaluation import Health, make_evaluate
+from ajax_tune.results import check_metric, keys_of
+from ajax_tune.samplers.stats import EnvStats
+from ajax_tune.task_control import EnvContext, TaskControl
+
+__all__ = ["CurriculumError", "DivergedError", "Runner"]
 
 logger = logging.getLogger(__name__)
 
 
-RUNNER_KEYS = ("timesteps_this_iter", "env_steps", "perf/call_s", "perf/env_steps_per_s", "perf/compilations", "done")
-
-
 class DivergedError(RuntimeError):
     """Training stopped being finite and `train.on_nonfinite` is "error"."""
-
-
-class CurriculumError(RuntimeError):
-    """An env_task_fn or callback failed after an iteration had trained. `result` holds that
-    iteration's result, which was not reported."""
-
-    def __init__(self, message: str, result: dict | None = None):
-        super().__init__(message)
-        self.result = result
 
 
 class Runner:
@@ -68,53 +54,36 @@ class Runner:
     def check(config: Mapping | Config) -> Config:
         """Everything a runner would reject, found without compiling: the config's values, the
         env and its kwargs, the starting task, the budget against the unroll, the curriculum's
-        imports. Returns the parsed config."""
+        imports and the result keys it names. Returns the parsed config."""
         cfg = Config.from_dict(config)
-        env, loop = _build_loop(cfg)
-        levels, start_task = _start_task(env, cfg)
-        _make_sampler(env, cfg, levels, start_task)
-        heldout_tasks(cfg.heldout, env, base=start_task)
-        named = {}  # where a curriculum names a result key, the key it names
-        if cfg.env_task_fn:
-            task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn")
-            if isinstance(task_fn, functools.partial) and isinstance(task_fn.keywords.get("metric"), str):
-                named[f"env_task_fn {_name(task_fn)}"] = task_fn.keywords["metric"]
-        callbacks = [make_callback(spec) for spec in cfg.callbacks]
-        for i, cb in enumerate(callbacks):
-            if isinstance(getattr(cb, "metric", None), str):
-                named[f"callbacks[{i}] ({type(cb).__name__})"] = cb.metric
+        env, loop = build_loop(cfg)
+        parts = build_run(cfg, env)
+        named = named_metrics(parts)
         if named:
-            _check_named_metrics(named, cfg, env, loop, callbacks)
+            keys = keys_of(cfg, loop, parts)
+            for who, metric in named.items():
+                check_metric(metric, keys, who)
         return cfg
 
     def _build_loop(self) -> None:
-        self.env, self.loop = _build_loop(self.config)
+        self.env, self.loop = build_loop(self.config)
         self._evaluators: dict[int, Any] = {}
 
     def _start_run(self) -> None:
         """A fresh run of the current config: new state, new curriculum, counters at zero."""
         cfg = self.config
-        self.env_task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
-        self.callbacks = [make_callback(spec) for spec in cfg.callbacks]
-        self.levels, start_task = _start_task(self.env, cfg)  # before compiling anything
-        self.sampler = _make_sampler(self.env, cfg, self.levels, start_task)
-        self.heldout = heldout_tasks(cfg.heldout, self.env, base=start_task)
-        self.env_ctx = EnvContext(
-            env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
-            num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0,
-        )
-        self.histogram = _histogram(self.env, self.sampler)
-        self.task_settable_env = TaskSettableEnv(self)
-        self.env_stats: dict[str, np.ndarray] = {}
-        state = self.loop.init(seed=cfg.train.seed, task=start_task)
+        parts = build_run(cfg, self.env)  # before compiling anything
+        self.heldout = parts.heldout
+        self.control = TaskControl(self.loop, parts.levels, owner=self)
+        env_ctx = EnvContext(env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
+                             num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0, member=0)
+        self.curriculum = parts.curriculum(self.control, env_ctx)
+        state = self.loop.init(seed=cfg.train.seed, task=parts.start_task)
         if self.heldout is not None:
             state = self.loop.set_heldout(state, self.heldout)
         self.state = self.loop.set_hparams(state, cfg.agent, cfg.train.total_timesteps)
         self.iteration = 0
-        if self.sampler is not None:
-            self._sample_tasks()
-        for cb in self.callbacks:
-            _hook(cb, "on_setup", self)
+        self.curriculum.setup()
 
     def reconfigure(self, config: Mapping | Config) -> bool:
         """Start a new run under `config`; rebuild the loop only if a static setting changed.
@@ -143,13 +112,12 @@ class Runner:
     def train(self) -> dict[str, float]:
         """One call of `train.timesteps_per_iteration` env steps per seed, then the curriculum."""
         start = time.perf_counter()
-        self.state, rows = self.loop.train(self.state)
-        rows = jax.device_get(rows)
+        self.state, out = self.loop.train(self.state)
+        out = jax.device_get(out)
         elapsed = time.perf_counter() - start
         self.iteration += 1
         budget = self.config.train.timesteps_per_iteration
-        result = self.loop.summarize(rows)
-        self.env_stats = {k: v for k, v in rows.items() if k.startswith("per_env/")}
+        result = self.loop.summarize(out)
         result.update({
             "timesteps_this_iter": budget,
             "env_steps": self.loop.timestep(self.state),
@@ -158,43 +126,20 @@ class Runner:
             "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
             "perf/compilations": self.retired_compilations + self.loop.compilations,
         })
-        diverged = result.get("train/nonfinite", 0.0) > 0 and self._on_nonfinite(result)
-        if self.sampler is not None and not diverged:
-            self.sampler.update(self.env_stats)
-        if self.env_task_fn is not None and not diverged:
-            who = f"env_task_fn {_name(self.env_task_fn)}"
-            with self._curriculum_step(who, result, "returned"):
-                new_task = self.env_task_fn(result, self.task_settable_env, self.env_ctx)
-                if new_task is not None:
-                    self.set_task(new_task)
-        for i, cb in enumerate(() if diverged else self.callbacks):
-            with self._curriculum_step(f"callbacks[{i}] ({type(cb).__name__})", result, "set"):
-                _hook(cb, "on_train_result", self, result)
-        if self.sampler is not None:
-            if not diverged:
-                self._sample_tasks()
-            result.update(self.sampler.metrics())
-        if self.histogram is not None:  # the tasks this call trained on
-            result.update(self.histogram({k[len(TASK_PREFIX):]: v for k, v in self.env_stats.items()
-                                          if k.startswith(TASK_PREFIX)}))
-        if self.levels is not None:
-            level = self.levels.level_of(self.get_task())
-            result["curriculum/level"] = math.nan if level is None else float(level)
-        for cb in self.callbacks:
-            result.update(_call(cb, "metrics", {}))
-        result.update(flatten_task(self.get_task(), prefix="curriculum/next_task/"))
+        health = Health.of(out)
+        diverged = health.diverged and self._on_nonfinite(result, health)
+        self.curriculum.after_call(result, EnvStats.from_call(out.stats), diverged=diverged)
         result["done"] = result["env_steps"] >= self.config.train.total_timesteps or (
             diverged and self.config.train.on_nonfinite == "stop")
         return result
 
-    def _on_nonfinite(self, result: dict) -> bool:
+    def _on_nonfinite(self, result: dict, health: Health) -> bool:
         """A diverged call: its scores become the worst there is (so ASHA stops it and PBT never
         copies it), the curriculum does not move on them, and `train.on_nonfinite` says whether
         the trial stops (the default), raises, or goes on. Checkpoints refuse the state anyway."""
-        first = min(((at, key[len("health/"):-len("_nonfinite_at")]) for key, at in result.items()
-                     if key.startswith("health/") and key.endswith("_nonfinite_at") and at >= 0), default=(-1, "?"))
+        at, part = health.first()
         message = (f"trial {self.trial_name or self.trial_id or '(no Tune trial)'} diverged in iteration "
-                   f"{self.iteration}: {first[1]} stopped being finite at env step {int(first[0])}; "
+                   f"{self.iteration}: {part} stopped being finite at env step {int(at)}; "
                    f"its scores read as -inf and no checkpoint of this state is written, so the last good "
                    f"one stays (train.on_nonfinite: {self.config.train.on_nonfinite})")
         for key in result:
@@ -205,71 +150,20 @@ class Runner:
         logger.warning(message)
         return True
 
-    @contextlib.contextmanager
-    def _curriculum_step(self, who: str, result: dict, verb: str):
-        """Errors of a curriculum name it and the iteration, and say that the iteration had
-        trained: the runner holds its state, but its result is not reported."""
-        where = (f"iteration {self.iteration} (trained to env_steps {result['env_steps']}; the runner keeps "
-                 f"that state and the previous task, but the result is not reported, and a Tune trial "
-                 f"retried after this error restarts from its last checkpoint)")
-        try:
-            yield
-        except TaskError as exc:
-            raise TaskError(f"{who} {verb} a task that does not fit after {where}: {exc}") from None
-        except Exception as exc:
-            raise CurriculumError(f"{who} raised {type(exc).__name__}: {exc} after {where}", result) from exc
-
     # -- tasks ---------------------------------------------------------------------------
 
     def get_task(self, per_env: bool = False) -> dict[str, Any]:
-        task = self.loop.get_task(self.state, per_env=per_env)
-        return {k: (v.item() if v.ndim == 0 else v) for k, v in task.items()}
+        return self.control.get_task(per_env=per_env)
 
     def get_level(self, per_env: bool = False) -> int | np.ndarray:
         """The level (with `env.levels`) evaluations run on, or one per env (-1: no level)."""
-        if self.levels is None:
-            raise TaskError("get_level needs env.levels: a list of tasks to number")
-        if per_env:
-            tasks = self.get_task(per_env=True)
-            found = [self.levels.level_of({k: v[i] for k, v in tasks.items()}) for i in range(self.loop.venv.num_envs)]
-            return np.array([-1 if level is None else level for level in found])
-        task = self.get_task()
-        level = self.levels.level_of(task)
-        if level is None:
-            raise TaskError(f"the current task {flatten_task(task)} is none of env.levels (it was set as a mapping)")
-        return level
+        return self.control.get_level(per_env=per_env)
 
     def set_task(self, task: Any, eval_task: Any = None) -> None:
         """Validated before anything changes: a task that does not fit leaves the state as it was.
 
         With `env.levels`, a level number (or a list of one per env) stands for its task."""
-        task = self._as_task(task)
-        eval_task = None if eval_task is None else self._as_task(eval_task)
-        old = self.get_task()
-        self.state = self.loop.set_task(self.state, task, eval_task=eval_task)
-        new = self.get_task()
-        if any(not np.array_equal(old[k], new[k]) for k in new):
-            for cb in self.callbacks:
-                _hook(cb, "on_task_change", self, old, new)
-
-    def _sample_tasks(self) -> None:
-        """The sampler's tasks for the next call, one per env. Evaluations stay on the task they
-        ran on (the held-out set is what measures the distribution); fields outside the
-        sampler's space keep what the env runs, so an env_task_fn may steer those."""
-        tasks = self.sampler.sample(self.loop.venv.num_envs)
-        self.set_task(tasks, eval_task=self.get_task())
-
-    def _as_task(self, task: Any) -> Mapping[str, Any]:
-        if isinstance(task, Mapping):
-            return task
-        if self.levels is None:
-            raise TaskError(f"a task must be a mapping of field name to value, got {task!r}; level numbers "
-                            "need env.levels (a list of tasks to number)")
-        if isinstance(task, (list, tuple, np.ndarray)) and np.ndim(task) == 1:
-            if len(task) != self.loop.venv.num_envs:
-                raise TaskError(f"a list of levels needs one per env ({self.loop.venv.num_envs}), got {len(task)}")
-            return self.levels.batch(task)
-        return self.levels.task(task)
+        self.control.set_task(task, eval_task=eval_task)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -283,13 +177,11 @@ class Runner:
         if bad:
             raise CheckpointError(f"not saving {directory}: the state of iteration {self.iteration} is not finite "
                                   f"({', '.join(bad)}); the last good checkpoint stays as it was")
-        for cb in self.callbacks:
-            _hook(cb, "on_checkpoint_save", self, str(directory))
+        self.curriculum.on_checkpoint_save(directory)
         extra = {
             "trial_id": self.trial_id,
             "iteration": self.iteration,
-            "callbacks": [_call(cb, "get_state", {}) for cb in self.callbacks],
-            "sampler": None if self.sampler is None else self.sampler.get_state(),
+            **self.curriculum.get_state(),
             "config": self.config.to_dict(),
             "result": {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))},
         }
@@ -300,34 +192,19 @@ class Runner:
         trial's random stream; one saved by this trial continues bit-exactly. Traced settings
         come from the current config, so mutated hyperparameters apply from here on."""
         state, metadata = self.loop.restore(directory)
-        _refuse_nonfinite(directory, state)
+        refuse_nonfinite(directory, state.agent)
         extra = metadata.get("extra", {})
-        saved_states = extra.get("callbacks", [])
-        if len(saved_states) != len(self.callbacks):
-            raise CheckpointError(
-                f"{directory} holds the state of {len(saved_states)} callback(s); this config has "
-                f"{len(self.callbacks)}")
-        sampler_state = extra.get("sampler")
-        if (sampler_state is None) != (self.sampler is None):
-            raise CheckpointError(
-                f"{directory} {'holds no' if sampler_state is None else 'holds a'} task sampler's state; this "
-                f"config has {'one' if self.sampler is not None else 'none'}")
-        if self.sampler is not None:
-            self.sampler.set_state(sampler_state)
+        self.curriculum.set_state(extra, directory)
         source = extra.get("trial_id", "")
         if source and self.trial_id and source != self.trial_id:
-            salt = zlib.crc32(self.trial_id.encode()) & 0x7FFFFFFF
-            state = state.replace(key=jax.vmap(lambda k: jax.random.fold_in(k, salt))(state.key))
-            if self.sampler is not None:
-                self.sampler.reseed(salt)
+            salt = trial_salt(self.trial_id)
+            state = self.loop.reseed(state, salt)
+            self.curriculum.reseed(salt)
         if self.heldout is not None:  # the held-out set of the config in force
             state = self.loop.set_heldout(state, self.heldout)
         self.state = self.loop.set_hparams(state, self.config.agent, self.config.train.total_timesteps)
         self.iteration = int(extra.get("iteration", 0))
-        for cb, saved in zip(self.callbacks, saved_states):
-            if hasattr(cb, "set_state"):
-                cb.set_state(saved)
-            _hook(cb, "on_checkpoint_load", self, str(directory))
+        self.curriculum.on_checkpoint_load(directory)
 
     @classmethod
     def from_checkpoint(cls, directory, *, curriculum: bool = False) -> Runner:
@@ -347,9 +224,11 @@ class Runner:
             runner.restore(directory)
         else:
             state, _ = runner.loop.restore(directory)
-            _refuse_nonfinite(directory, state)
+            refuse_nonfinite(directory, state.agent)
             runner.state, runner.iteration = state, int(extra.get("iteration", 0))
         return runner
+
+    # -- the policy ----------------------------------------------------------------------
 
     def evaluate(self, episodes: int = 10, task: Mapping[str, Any] | None = None, seed: int = 0) -> dict:
         """Deterministic-policy episodes of every seed on `task` (default: the current one)."""
@@ -361,115 +240,8 @@ class Runner:
         return {"task": {k: v.tolist() for k, v in task.items()},
                 **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
 
-    def evaluate_policy(self):
+    def policy(self):
         """A numpy policy `obs -> action` of seed 0, deterministic, for use outside JAX."""
         agent, agent_state = self.loop.agent, jax.tree.map(lambda x: x[0], self.state.agent)
         act = jax.jit(lambda obs: agent.act(agent_state, obs, jax.random.PRNGKey(0), deterministic=True)[0])
         return lambda obs: np.asarray(act(np.asarray(obs, np.float32)))
-
-
-def _start_task(env, cfg: Config) -> tuple[Levels | None, dict]:
-    """The env's levels (if any) and the task training starts on, checked against the env."""
-    if cfg.env.levels is None:
-        return None, env.validate_task(cfg.env.task)
-    levels = Levels(env, cfg.env.levels, base=cfg.env.task, overflow=cfg.env.level_overflow)
-    return levels, levels.task(cfg.env.level)
-
-
-def _make_sampler(env, cfg: Config, levels: Levels | None, start_task: dict) -> TaskSampler | None:
-    """The trial's task sampler, its space checked against the env (None without one)."""
-    if cfg.task_sampler is None:
-        return None
-    env_levels = None if levels is None else levels.tasks
-    return make_sampler(cfg.task_sampler).bind(env, base=start_task, env_levels=env_levels)
-
-
-def _build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
-    try:
-        env = make_env(cfg.env.name, **cfg.env.kwargs)
-    except (KeyError, ImportError) as exc:
-        raise ConfigError(f"env.name: {exc.args[0]}") from None
-    except TypeError as exc:
-        raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
-    wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
-    agent_cls, _ = resolve_agent(cfg.agent_name)
-    agent = agent_cls(cfg.agent, env.observation_space, env.action_space)
-    check_run = getattr(agent, "check_run", None)
-    if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
-        check_run(cfg.train)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=heldout_count(cfg.heldout))
-
-
-def _histogram(env, sampler: TaskSampler | None) -> TaskHistogram | None:
-    """Result keys for the share of envs per part of each sampled field's range."""
-    if sampler is None:
-        return None
-    ranges = sampler.space.ranges()
-    return TaskHistogram(ranges, {k: env.task_spec[k].is_integer for k in ranges}) if ranges else None
-
-
-def nonfinite_leaves(tree, limit: int = 3) -> list[str]:
-    """Paths of the first floating-point leaves of `tree` holding NaN or infinity (on the host)."""
-    bad = []
-    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(tree))[0]:
-        leaf = np.asarray(leaf)
-        if np.issubdtype(leaf.dtype, np.inexact) and not np.isfinite(leaf).all():
-            bad.append(jax.tree_util.keystr(path))
-            if len(bad) == limit:
-                break
-    return bad
-
-
-def _refuse_nonfinite(directory, state) -> None:
-    bad = nonfinite_leaves(state.agent)
-    if bad:
-        raise CheckpointError(f"{directory} holds a non-finite state ({', '.join(bad)}): its run had diverged; "
-                              f"use an earlier checkpoint")
-
-
-def _name(fn) -> str:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    return f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', repr(fn))}"
-
-
-def _check_named_metrics(named: dict[str, str], cfg: Config, env, loop: TrainLoop, callbacks) -> None:
-    """Refuse a curriculum that waits for a metric no result has (it would wait for ever, or
-    fail inside the trial after compiling). The keys come from `summarize` on rows shaped like
-    the loop's; only when a name is not among the loop's own keys are the agent's rows traced
-    (no compilation) to learn its metric names."""
-    task = env.validate_task(cfg.env.task)
-    keys = set(RUNNER_KEYS) | set(flatten_task(task, prefix="curriculum/next_task/"))
-    for cb in callbacks:
-        keys |= set(_call(cb, "metrics", {}))
-    seeds = cfg.train.num_seeds
-    try:
-        rows = {"timestep": np.zeros((seeds, 1)), "eval/timestep": np.zeros((seeds, 1)), "lr": np.zeros((seeds, 1)),
-                **{k: np.zeros((seeds, 1)) for k in EVAL_KEYS},
-                **{f"task/{k}": np.zeros((seeds, 1)) for k in flatten_task(task)},
-                **{f"train/{k}": np.zeros((seeds, 1)) for k in ("episodes", "episode_return", "episode_length")}}
-        keys |= set(summarize(rows))
-    except KeyError:  # the rows grew a key this sketch lacks: trace them below
-        pass
-    if not set(named.values()) <= keys:
-        abstract = jax.eval_shape(loop._init, jax.ShapeDtypeStruct((seeds, 2), np.uint32), task_to_jax(task))
-        _, rows = jax.eval_shape(loop._train, abstract)
-        keys |= set(summarize({k: np.zeros(v.shape, v.dtype) for k, v in rows.items()}))
-    for who, metric in named.items():
-        if metric not in keys:
-            close = difflib.get_close_matches(metric, sorted(keys), n=1, cutoff=0.6)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            raise ConfigError(f"{who}: metric {metric!r} is not in any result; {hint}results report "
-                              f"{', '.join(sorted(k for k in keys if k.startswith('eval/') and 'seed' not in k))}, "
-                              f"loss/*, train/*, curriculum/*, lr, env_steps")
-
-
-def _hook(callback, name: str, *args) -> None:
-    method = getattr(callback, name, None)
-    if callable(method):
-        method(*args)
-
-
-def _call(callback, name: str, default):
-    method = getattr(callback, name, None)
-    return method() if callable(method) else default

@@ -86,6 +86,7 @@ class EnvStepWandbCallback(WandbLoggerCallback):
         if directory:  # absolute: the logging actor runs in another working directory
             kwargs["dir"] = str(pathlib.Path(directory).expanduser().resolve())
         kwargs.setdefault("log_config", True)
+        kwargs.setdefault("reinit", reinit_value())
         super().__init__(project=project, group=group, mode=self.mode, **kwargs)
         self.run_dirs: dict[str, pathlib.Path] = {}
         if self.mode == "offline":
@@ -122,6 +123,19 @@ def wandb_callback(project: str = "ajax-tune", group: str | None = None, mode: s
     """A Tune callback logging every trial to W&B against env steps, with its (mutated) config;
     offline unless an API key is available. See `EnvStepWandbCallback` for the arguments."""
     return EnvStepWandbCallback(project=project, group=group, mode=mode, **wandb_init_kwargs)
+
+
+def reinit_value() -> str | bool:
+    """`wandb.init(reinit=...)` for "finish the previous run, start a new one". Ray passes True,
+    which wandb (0.19.10 on) still takes but warns about once per trial; an older wandb takes
+    only the boolean."""
+    import wandb
+
+    try:
+        wandb.Settings(reinit="finish_previous")
+    except Exception:  # pydantic's ValidationError, or a wandb before the named modes
+        return True
+    return "finish_previous"
 
 
 def _trial_dir(trial) -> str:

@@ -3,9 +3,9 @@
 PointReach (ajax_tune.envs.point_reach) is a point mass that must come within `radius` of a
 target `distance` away. Near, wide targets are learned in a few thousand steps; a far target
 with a small radius needs the steering learned on easier ones first. `ReachCurriculum` below
-looks at every result in `on_train_result(runner, result)` and, after `patience` evaluations in
-a row with a success rate of at least `threshold`, moves the target further away and shrinks
-its radius with `runner.set_task(...)`.
+looks at every result in `on_train_result(control, result)` (`control`: the trial's tasks) and,
+after `patience` evaluations in a row with a success rate of at least `threshold`, moves the
+target further away and shrinks its radius with `control.set_task(...)`.
 
 What a callback adds over a bare `env_task_fn` (see curriculum_env_task_fn.py):
   - state: `get_state` / `set_state` put its counters into every checkpoint, so the curriculum
@@ -54,15 +54,15 @@ class ReachCurriculum(Callback):
         self.distance_factor, self.radius_factor = distance_factor, radius_factor
         self.level, self.streak = 0, 0
 
-    def on_train_result(self, runner, result):
+    def on_train_result(self, control, result):
         success = result["eval/success_rate_mean"]
         if math.isnan(success):  # no evaluation in this call
             return
         self.streak = self.streak + 1 if success >= self.threshold else 0
-        task = runner.get_task()
+        task = control.get_task()
         if self.streak < self.patience or task["distance"] >= HARDEST["distance"]:
             return
-        runner.set_task({  # validated against the env's task spec before anything changes
+        control.set_task({  # validated against the env's task spec before anything changes
             "distance": min(task["distance"] * self.distance_factor, HARDEST["distance"]),
             "radius": max(task["radius"] * self.radius_factor, HARDEST["radius"]),
         })

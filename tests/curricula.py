@@ -29,8 +29,8 @@ class FailOnce(Callback):
     def __init__(self, marker: str, at_iteration: int):
         self.marker, self.at_iteration = pathlib.Path(marker), at_iteration
 
-    def on_train_result(self, runner, result):
-        if runner.iteration == self.at_iteration and not self.marker.exists():
+    def on_train_result(self, control, result):
+        if control.iteration == self.at_iteration and not self.marker.exists():
             self.marker.write_text(str(os.getpid()))
             raise RuntimeError("injected failure")
 
@@ -43,13 +43,13 @@ class SamplerProbe(Callback):
     def __init__(self):
         self.matched = self.reseeded = self.foreign = math.nan
 
-    def on_checkpoint_load(self, runner, checkpoint_dir):
+    def on_checkpoint_load(self, control, checkpoint_dir):
         extra = json.loads((pathlib.Path(checkpoint_dir) / "ajax_tune.json").read_text())["extra"]
-        state, saved = runner.sampler.get_state(), extra["sampler"]
+        state, saved = control.sampler.get_state(), extra["sampler"]
         stripped = [{k: v for k, v in s.items() if k != "rng"} for s in (state, saved)]
         self.matched = float(stripped[0] == stripped[1])
         self.reseeded = float(state["rng"] != saved["rng"])
-        self.foreign = float(extra["trial_id"] != runner.trial_id)
+        self.foreign = float(extra["trial_id"] != control.trial_id)
 
     def metrics(self):
         return {"probe/sampler_matched": self.matched, "probe/sampler_reseeded": self.reseeded,

@@ -15,8 +15,8 @@ class HoldAfter(Callback):
     def __init__(self, marker: str, iteration: int):
         self.marker, self.iteration = pathlib.Path(marker), iteration
 
-    def on_train_result(self, runner, result):
-        while runner.iteration > self.iteration and self.marker.exists():
+    def on_train_result(self, control, result):
+        while control.iteration > self.iteration and self.marker.exists():
             time.sleep(0.2)
 
 
@@ -26,8 +26,8 @@ class KillOnce(Callback):
     def __init__(self, marker: str, at_iteration: int):
         self.marker, self.at_iteration = pathlib.Path(marker), at_iteration
 
-    def on_train_result(self, runner, result):
-        if runner.iteration == self.at_iteration and not self.marker.exists():
+    def on_train_result(self, control, result):
+        if control.iteration == self.at_iteration and not self.marker.exists():
             self.marker.write_text(str(os.getpid()))
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -38,14 +38,14 @@ class RecordNode(Callback):
     def __init__(self, directory: str):
         self.directory = pathlib.Path(directory)
 
-    def on_setup(self, runner):
+    def on_setup(self, control):
         import ray
 
-        (self.directory / ray.get_runtime_context().get_node_id()).write_text(runner.trial_id)
+        (self.directory / ray.get_runtime_context().get_node_id()).write_text(control.trial_id)
 
 
 class RaiseOnTrainResult(Callback):
-    def on_train_result(self, runner, result):
+    def on_train_result(self, control, result):
         raise RuntimeError("callback failed on purpose")
 
 

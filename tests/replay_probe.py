@@ -25,11 +25,11 @@ class ReplayProbe(Callback):
     def __init__(self):
         self.after, self.restored = math.nan, math.nan
 
-    def on_train_result(self, runner, result):
-        self.after = fingerprint(runner.state.agent.buffer)
+    def on_train_result(self, control, result):
+        self.after = fingerprint(control.state.agent.buffer)
 
-    def on_checkpoint_load(self, runner, checkpoint_dir):
-        self.restored = fingerprint(runner.state.agent.buffer)
+    def on_checkpoint_load(self, control, checkpoint_dir):
+        self.restored = fingerprint(control.state.agent.buffer)
 
     def metrics(self):
         out = {"probe/buffer": self.after, "probe/restored_buffer": self.restored}

@@ -102,6 +102,67 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
     assert not ray.is_initialized()
 
 
+# -- 10. the sections outside `trial`, and the metrics they name -------------------------------
+
+
+@pytest.mark.parametrize("override, message", [
+    ("stop=[12]", "stop must be a mapping of result key to the value that ends a trial"),
+    ("stop.training_iteration=ten", "stop.training_iteration must be a number"),
+    ("stop={training_iteraton: 3}", "stop.training_iteraton: metric 'training_iteraton' is not in any result; "
+                                    "did you mean 'training_iteration'?"),
+    ("stop.eval/return_seed7=100", "stop.eval/return_seed7: metric 'eval/return_seed7' is not in any result; "
+                                   "did you mean 'eval/return_seed1'?"),
+    ("tune.metric=eval/return_maen", "tune.metric: metric 'eval/return_maen' is not in any result; "
+                                     "did you mean 'eval/return_mean'?"),
+    ("tune.metric=3", "tune.metric must be a string, got 3"),
+    ("tune.mode=maximum", "tune.mode must be one of ['min', 'max'], got 'maximum'"),
+    ("tune.num_samples=0", "tune.num_samples must be >= 1, got 0"),
+    ("tune.reuse_actors=maybe", "tune.reuse_actors must be true or false, got 'maybe'"),
+    ("tune.scheduler={name: asha, time_attr: env_step}",
+     "tune.scheduler (asha).time_attr: metric 'env_step' is not in any result; did you mean 'env_steps'?"),
+    ("tune.scheduler={name: pbt, hyperparam_mutations: {agent: {ent_coeff: [0.0, 0.01]}}}",
+     "tune.scheduler (pbt).hyperparam_mutations: agent.ent_coeff is not a key of the trial config "
+     "(agent has no 'ent_coeff'; did you mean 'ent_coef'?)"),
+    ("tune.scheduler={name: pb2, hyperparam_bounds: {agnet: {ent_coef: [0.0, 0.01]}}}",
+     "tune.scheduler (pb2).hyperparam_bounds: agnet.ent_coef is not a key of the trial config "
+     "(the trial config has no 'agnet'; did you mean 'agent'?)"),
+    ("checkpoint=5", "checkpoint must be a mapping, got 5"),
+    ("checkpoint.frequency=often", "checkpoint.frequency must be an integer, got 'often'"),
+    ("checkpoint.num_to_keep=-1", "checkpoint.num_to_keep must be >= 0, got -1"),
+    ("checkpoint.at_end=sometimes", "checkpoint.at_end must be true or false"),
+    ("checkpoint.frequncy=2", "unknown key checkpoint.'frequncy'; did you mean checkpoint.'frequency'?"),
+    ("failure.max_failures=some", "failure.max_failures must be an integer, got 'some'"),
+    ("failure.max_failures=-2", "failure.max_failures must be >= -1, got -2"),
+    ("failure.max_failure=2", "unknown key failure.'max_failure'; did you mean failure.'max_failures'?"),
+    ("wandb=ajax", "wandb must be a mapping"),
+    ("wandb.projetc=ajax", "wandb: unknown option 'projetc'; did you mean 'project'?"),
+    ("wandb.project=3", "wandb.project must be a string, got 3"),
+    ("wandb.mode=offine", "wandb.mode must be one of ['online', 'offline', 'disabled'], got 'offine'"),
+    ("storage_path=[results]", "storage_path must be a directory or a URI (a string), got ['results']"),
+    ("name=runs/small", "name must be a directory name (a string without '/'), got 'runs/small'"),
+    ("trial=[1]", "trial must be a mapping"),
+    ("trial.agent={name: sac, capacity: 1e9}", "needs about"),
+])
+def test_every_section_is_checked_before_ray_starts(experiment, capsys, override, message):
+    import ray
+
+    if override.startswith("trial.agent"):  # SAC on a continuous env, with a buffer of 1e9 transitions per seed
+        override = ("trial={env: {name: pendulum}, agent: {name: sac, capacity: 1.0e9}, "
+                    "train: {num_seeds: 4, timesteps_per_iteration: 4096, total_timesteps: 40960}}")
+    err = one_line_error(capsys, main(["run", experiment, "--set", override]), message)
+    if "needs about" in message:
+        assert "GiB of state (agent.capacity 1,000,000,000 transitions x 4 seeds" in err and "this machine has" in err
+    assert not ray.is_initialized()
+
+
+def test_tunes_own_keys_and_the_trials_are_valid_metrics():
+    raw = load(EXPERIMENT)
+    for metric in ("training_iteration", "time_total_s", "timesteps_total", "env_steps", "loss/entropy",
+                   "eval/return_seed1", "curriculum/task/length"):
+        loaded = Experiment.from_dict({**raw, "tune": {"metric": metric}, "stop": {metric: 1e9, "time_total_s": 60}})
+        assert loaded.tune.metric == metric and loaded.stop == {metric: 1e9, "time_total_s": 60}
+
+
 # -- 6. a curriculum metric that no result has -------------------------------------------------
 
 

@@ -8,12 +8,12 @@ from brax.training import distribution as brax_distribution
 from brax.training.acme import running_statistics as brax_running_statistics
 
 from ajax_tune.agents.distributions import TanhNormal
-from ajax_tune.agents.normalization import ObsNormalizer
+from ajax_tune.agents.normalization import RunningNormalizer
 
 
 def test_running_statistics_match_brax():
     key = jax.random.PRNGKey(0)
-    norm = ObsNormalizer((3,))
+    norm = RunningNormalizer((3,))
     ours, theirs = norm.init(), brax_running_statistics.init_state(jnp.zeros((3,)))
     update_ours, update_theirs = jax.jit(norm.update), jax.jit(brax_running_statistics.update)
     for i in range(5):
@@ -30,7 +30,7 @@ def test_running_statistics_match_brax():
 
 
 def test_masked_samples_do_not_count():
-    norm = ObsNormalizer(())
+    norm = RunningNormalizer(())
     stats = norm.update(norm.init(), jnp.array([1.0, 1.0, 100.0]), jnp.array([1.0, 1.0, 0.0]))
     assert float(stats.count) == 2.0 and float(stats.mean) == 1.0
 

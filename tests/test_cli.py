@@ -1,6 +1,7 @@
 """The ajax-tune command line: run, evaluate, plot, resume, and one-line errors for bad input."""
 
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -156,3 +157,113 @@ def test_pbt_refuses_a_search_algorithm(tmp_path, capsys):
     config["tune"] = {"search": "optuna", "scheduler": {"name": "pbt", "hyperparam_mutations": mutations}}
     assert main(["run", write(tmp_path, yaml.safe_dump(config))]) == 2
     assert "works with search: random only" in capsys.readouterr().err
+
+
+TINY_ASHA = """
+name: tiny_asha
+trial:
+  env: {name: cartpole}
+  agent: {num_envs: 4, unroll_length: 16, num_minibatches: 1, update_epochs: 1, hidden_sizes: [16],
+          lr: {grid: [1.0e-4, 1.0e-3, 3.0e-3, 1.0e-2]}}
+  train: {total_timesteps: 20000, timesteps_per_iteration: 256, num_seeds: 1, eval_episodes: 2}
+tune:
+  metric: eval/return_mean
+  mode: max
+  scheduler: {name: asha, max_t: 4, grace_period: 1, reduction_factor: 2}
+stop: {training_iteration: 4}
+"""
+
+
+def result_boxes(out: str) -> list[list[str]]:
+    """The metric lines of each box Tune printed for a finished trial."""
+    boxes, box = [], None
+    for line in out.splitlines():
+        if line.startswith("│ Trial ") and line.rstrip("│ ").endswith("result"):
+            box = []
+        elif box is not None and line.startswith("╰"):
+            boxes.append(box)
+            box = None
+        elif box is not None and line.startswith("│"):
+            box.append(line.strip("│ "))
+    return boxes
+
+
+@pytest.mark.slow  # a Ray of its own, as a user's terminal sees it (worker output reaches the driver)
+def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
+    env = {**os.environ, "RAY_AIR_NEW_OUTPUT": "1", "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    run = subprocess.run([sys.executable, "-m", "ajax_tune.cli", "run", write(tmp_path, TINY_ASHA), "--num-cpus", "2",
+                          "--storage-path", str(tmp_path / "r"), "--no-plots"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-3000:]
+    assert "Traceback" not in out and "SystemExit" not in out, out[-3000:]  # ASHA's stopped trials end quietly
+    trials = [p.name for p in (tmp_path / "r" / "tiny_asha").iterdir() if p.is_dir()]
+    assert len(trials) == 4 and not any(c in name for name in trials for c in "{}'\",")
+    assert sorted(name.rsplit("_", 1)[-1] for name in trials) == ["lr=0.0001", "lr=0.001", "lr=0.003", "lr=0.01"]
+    boxes = result_boxes(run.stdout)
+    assert len(boxes) == 4  # one per finished trial
+    for box in boxes:
+        keys = [line.split()[0] for line in box]
+        assert len(keys) <= 12, box
+        assert {"eval/return_mean", "eval/return_std", "env_steps", "lr", "curriculum/task/gravity"} <= set(keys)
+        assert not any(k.startswith(("health/", "loss/", "eval/return_seed")) for k in keys)
+    assert "AjaxTrainable_{" not in out
+
+
+def test_progress_shows_only_on_work_that_takes_a_while():
+    import io
+    import re
+    import time
+
+    from ajax_tune.cli import Progress
+
+    quick = io.StringIO()
+    with Progress("episodes", total=3, delay=5.0, stream=quick) as progress:
+        progress.update(3)
+    assert quick.getvalue() == ""  # done before the delay: nothing to see
+
+    slow = io.StringIO()
+    with Progress("CartPole-v1: episodes", total=4, delay=0.05, every=0.05, stream=slow) as progress:
+        for done in range(1, 5):
+            time.sleep(0.12)
+            progress.update(done)
+    lines = slow.getvalue().splitlines()
+    assert len(lines) >= 3 and all(line.startswith("ajax-tune evaluate: CartPole-v1: episodes ") for line in lines)
+    counts = [int(re.search(r" (\d+)/4 \(", line).group(1)) for line in lines]
+    assert counts == sorted(counts) and counts[0] < 4  # it counted up while the work ran
+    assert lines[-1].endswith(", done") and " 4/4 (" in lines[-1]
+
+
+def box_keys(result: dict) -> list[str]:
+    """The keys Tune's end-of-trial box shows for `result` with AjaxTrainable's settings."""
+    from ray.tune.experimental.output import AUTO_RESULT_KEYS, BLACKLISTED_KEYS, _get_dict_as_table_data
+
+    from ajax_tune import compat
+    from ajax_tune.trainable import AjaxTrainable
+
+    include = compat.tune_result_keys(AjaxTrainable)
+    table = _get_dict_as_table_data(result, include=include, exclude=BLACKLISTED_KEYS, upper_keys=AUTO_RESULT_KEYS)
+    return [row[0] for row in table]
+
+
+def test_result_box_keeps_what_a_person_reads_and_verbose_keeps_all():
+    from helpers import corridor_config
+
+    from ajax_tune import Runner
+    from ajax_tune.cli import result_box
+
+    result = Runner(corridor_config(task_sampler=None)).train()
+    result.update({"training_iteration": 1, "time_total_s": 1.0, "timesteps_total": result["env_steps"]})
+    result.update({"curriculum/task/x": 1.0, "curriculum/task/y": 2.0, "curriculum/task/z": 3.0})
+    with result_box("eval/success_rate_mean", verbose=True):
+        assert len(box_keys(result)) == len(result) - 1  # all but Tune's own bookkeeping (timesteps_total)
+    with result_box("eval/success_rate_mean", verbose=False):
+        for _ in range(2):  # every trial's box is the same
+            shown = box_keys(result)
+            assert len(shown) <= 12
+            assert {"eval/return_mean", "eval/return_std", "env_steps", "lr", "eval/success_rate_mean",
+                    "curriculum/task/length", "training_iteration"} <= set(shown)
+            assert "curriculum/task/length" in shown and "curriculum/task/z" not in shown  # the first four task fields
+            assert not any(k.startswith(("health/", "loss/", "perf/")) for k in shown)
+    assert "eval/success_rate_mean" not in box_keys(result)  # the default box, back after the run
+    assert len(box_keys(result)) <= 12

@@ -60,10 +60,10 @@ def test_wandb_logging_internals(tmp_path, monkeypatch):
 
 
 def test_tune_choices_name_every_option():
-    """experiment.py refuses options the class does not take, reading the class's signature; that
+    """tune_choices.py refuses options the class does not take, reading the class's signature; that
     is exact only while no class in the table takes **kwargs."""
-    from ajax_tune.experiment import CHOICES
     from ajax_tune.imports import resolve_import
+    from ajax_tune.tune_choices import CHOICES
 
     for kind, choices in CHOICES.items():
         for name, choice in choices.items():
@@ -72,7 +72,8 @@ def test_tune_choices_name_every_option():
             cls = resolve_import(choice.target, f"{kind} {name}")
             params = inspect.signature(cls).parameters
             assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), (kind, name)
-            for keyword in (choice.seed, choice.concurrency, *choice.defaults, *choice.required, *choice.spaces):
+            for keyword in (choice.seed, choice.concurrency, *choice.defaults, *choice.required, *choice.spaces,
+                            *choice.metrics, *choice.config_keys):
                 assert not keyword or keyword in params, (kind, name, keyword)
 
 
@@ -80,6 +81,114 @@ def _importable(module: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(module) is not None
+
+
+# -- ray: what resuming, the trainable, the launcher and the report rely on ------------------------
+
+
+def test_experiment_state_snapshots(tmp_path):
+    """The newest snapshot is found, and what Tune's encoder wrote reads back, functions included."""
+    import json
+    import pathlib
+
+    from ray.tune.utils.serialization import TuneFunctionEncoder
+
+    for stamp in ("2000-01-01_00-00-00", "2001-01-01_00-00-00"):
+        state = {"trial_data": [], "stamp": stamp, "fn": print}
+        (tmp_path / f"experiment_state-{stamp}.json").write_text(json.dumps(state, cls=TuneFunctionEncoder))
+    newest = compat.newest_experiment_state(str(tmp_path))
+    assert newest.endswith("experiment_state-2001-01-01_00-00-00.json")
+    loaded = compat.load_experiment_state(pathlib.Path(newest).read_text())
+    assert loaded["stamp"] == "2001-01-01_00-00-00" and loaded["fn"] is print
+
+
+def test_checkpoint_manager_internals(tmp_path):
+    """A trial's checkpoint manager registers what `training_result` makes, in order, and lets
+    recovery forget some and choose the latest."""
+    from ray.train import Checkpoint
+    from ray.tune.experiment.trial import Trial
+
+    manager = Trial("AjaxTrainable", stub=True).run_metadata.checkpoint_manager
+    assert compat.checkpoint_results(manager) == [] and manager.latest_checkpoint_result is None
+    for i in range(3):
+        (tmp_path / f"checkpoint_{i:06d}").mkdir()
+        result = compat.training_result(Checkpoint(str(tmp_path / f"checkpoint_{i:06d}")), {"training_iteration": i + 1})
+        manager.register_checkpoint(result)
+    registered = compat.checkpoint_results(manager)
+    assert [r.metrics["training_iteration"] for r in registered] == [1, 2, 3]
+    assert manager.latest_checkpoint_result.metrics["training_iteration"] == 3
+    compat.set_checkpoint_results(manager, registered[:2])
+    compat.set_latest_checkpoint_result(manager, registered[1])
+    assert len(compat.checkpoint_results(manager)) == 2
+    assert manager.latest_checkpoint_result.metrics["training_iteration"] == 2
+    compat.set_latest_checkpoint_result(manager, None)
+    assert manager.latest_checkpoint_result is None
+    with pytest.raises(compat.CompatError, match="_checkpoint_results"):
+        compat.checkpoint_results(object())
+    with pytest.raises(compat.CompatError, match="_latest_checkpoint_result"):
+        compat.set_latest_checkpoint_result(object(), None)
+
+
+def test_trainable_progress_moves_tunes_counters():
+    from ray import tune
+
+    class Counting(tune.Trainable):
+        def step(self):
+            return {"x": 1.0}
+
+    trainable = Counting()
+    trainable.train()
+    compat.set_trainable_progress(trainable, {"training_iteration": 5, "time_total_s": 2.5})
+    state = trainable.get_state()
+    assert (state["iteration"], state["time_total"], state["timesteps_total"]) == (5, 2.5, None)
+    assert trainable.train()["training_iteration"] == 6  # Tune counts on from there
+    trainable.stop()
+    with pytest.raises(compat.CompatError, match="Trainable._iteration"):
+        compat.set_trainable_progress(object(), {})
+
+
+def test_local_ray_cpus():
+    import os
+
+    cpus = compat.local_ray_cpus()
+    assert 1 <= cpus <= os.cpu_count()
+
+
+def test_result_grid_defaults(tmp_path):
+    from ray.tune import ExperimentAnalysis, ResultGrid
+
+    (tmp_path / "experiment_state-2000-01-01_00-00-00.json").write_text('{"trial_data": []}')
+    analysis = ExperimentAnalysis(str(tmp_path), trials=[], default_metric="eval/return_mean", default_mode="max")
+    assert compat.result_grid_defaults(ResultGrid(analysis)) == ("eval/return_mean", "max")
+    with pytest.raises(compat.CompatError, match="_experiment_analysis"):
+        compat.result_grid_defaults(object())
+
+
+def test_tune_keys_are_tunes_own():
+    """The keys experiment.py accepts as metrics besides a trial's own are keys Tune fills in."""
+    from ray.tune.result import AUTO_RESULT_KEYS
+
+    from ajax_tune.experiment import TUNE_KEYS
+
+    assert set(AUTO_RESULT_KEYS) >= TUNE_KEYS
+
+
+def test_no_private_api_outside_compat():
+    """Every private name of ray, jax or brax is reached through compat.py (benchmarks aside)."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(compat.__file__).parent
+    private = re.compile(r"\b(ray|jax|brax)(\.\w+)*\.(_\w+)|from (ray|jax|brax)[\w.]* import .*\b_[a-z]\w*")
+    found = [f"{path.relative_to(root)}: {line.strip()}" for path in sorted(root.rglob("*.py")) if path.name != "compat.py"
+             for line in path.read_text().splitlines() if private.search(line)]
+    assert not found, found
+
+def test_tune_reads_the_result_box_keys_from_the_trainable():
+    from ajax_tune.trainable import AjaxTrainable, ResultBox
+
+    keys = compat.tune_result_keys(AjaxTrainable)
+    assert isinstance(keys, ResultBox) and keys is getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
 
 
 def test_a_trainables_storage(tmp_path):

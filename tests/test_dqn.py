@@ -14,6 +14,7 @@ from helpers import assert_refused_before_compiling, assert_trees_equal, host
 from ajax_tune.agents import DQN, DQNConfig
 from ajax_tune.agents.dqn import epsilon
 from ajax_tune.agents.dqn.losses import double_q_target
+from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.envs import make_env
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.evaluation import summarize
@@ -41,12 +42,13 @@ def small_loop(agent=None, **loop_overrides) -> TrainLoop:
     return TrainLoop(env, agent, LoopConfig(**{**loop, **loop_overrides}))
 
 
-def per_update(rows):
-    return {k: v for k, v in host(rows).items() if not k.startswith("per_env/")}
+def per_update(out):
+    """A call's per-update rows and health, keyed apart."""
+    return {**host(out.rows), **{f"health/{k}": v for k, v in host(out.health).items()}}
 
 
 def hp(**values):
-    return {k: jnp.float32(v) for k, v in values.items()}
+    return init_hparams(dataclasses.replace(DQNConfig(), **values))
 
 
 @BUILDS
@@ -94,12 +96,12 @@ def test_no_recompilation_while_task_lr_tau_and_epsilon_change():
     seen = []
     for change in changes:
         state = change(state)
-        state, rows = loop.train(state)
-        seen.append(host(rows))
+        state, out = loop.train(state)
+        seen.append(host(out.rows))
     assert loop.compilations == 1
     assert [float(r["task/pole_length"][0, -1]) for r in seen] == pytest.approx([0.5, 0.3, 0.3, 0.3])
     assert float(seen[2]["lr"][0, 0]) == pytest.approx(5e-4)
-    assert np.asarray(state.agent.hp["tau"]).tolist() == [0.25, 0.25]
+    assert np.asarray(state.agent.hp.tau).tolist() == [0.25, 0.25]
 
     # epsilon follows the schedule in force from the current timestep: before the change the
     # default one, after it the new one, with progress measured over the whole run

@@ -10,7 +10,8 @@ from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from ajax_tune.errors import ConfigError
-from ajax_tune.experiment import CHOICES, Experiment, TuneChoice, build_scheduler, build_searcher
+from ajax_tune.experiment import Experiment
+from ajax_tune.tune_choices import CHOICES, TuneChoice, build_scheduler, build_searcher
 
 TRIAL = {"env": {"name": "corridor"}, "agent": {"num_envs": 8, "unroll_length": 16},
          "train": {"timesteps_per_iteration": 128}}
@@ -143,3 +144,25 @@ def test_existing_forms_still_load():
     assert isinstance(build_scheduler(dataclasses.replace(plain.tune)), ASHAScheduler)
     with pytest.raises(ConfigError, match="works with search: random only"):
         experiment(search="optuna", scheduler={"name": "pbt", "hyperparam_mutations": {"agent": {"ent_coef": [0.0]}}})
+
+
+def test_one_walk_over_a_search_space():
+    from ajax_tune.spaces import Domain, domains, has_grid, parse_spaces, sample, to_tune
+
+    written = {"agent": {"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_sizes": {"choice": [[32], [64, 64]]},
+                         "schedule": {"kind": "linear", "peak": {"grid": [1e-3, 3e-3]}}},
+               "callbacks": [{"kwargs": {"patience": {"randint": [1, 4]}}}], "train": {"num_seeds": 2}}
+    space = parse_spaces(written)
+    assert space["agent"]["lr"] == Domain("loguniform", (1e-4, 1e-2)) and space["train"] == {"num_seeds": 2}
+    assert [d.kind for d in domains(space)] == ["loguniform", "choice", "grid", "randint"] and has_grid(space)
+    one = sample(space)
+    assert one["agent"]["lr"] == pytest.approx(1e-3) and one["agent"]["schedule"]["peak"] == 1e-3
+    assert one["callbacks"][0]["kwargs"]["patience"] == 1 and one["agent"]["hidden_sizes"] == [32]
+    one["agent"]["hidden_sizes"].append(8)  # a sample is a copy: the space is untouched
+    assert space["agent"]["hidden_sizes"].args[0] == [32]
+    tuned = to_tune(space)
+    assert isinstance(tuned["agent"]["lr"], tune.search.sample.Float) and tuned["agent"]["schedule"]["peak"] == {
+        "grid_search": [1e-3, 3e-3]}
+    assert not has_grid(parse_spaces({"a": {"choice": [1, 2]}}))
+    with pytest.raises(ConfigError, match=r"trial.callbacks\[0\].kwargs.patience: \{randint: \[low, high\]\} needs low < high"):
+        parse_spaces({"callbacks": [{"kwargs": {"patience": {"randint": [4, 1]}}}]})

@@ -97,7 +97,7 @@ def test_failing_curriculum_names_the_function_and_the_iteration():
 
     from curricula import bad_task_fn
 
-    runner.env_task_fn = bad_task_fn  # returns a corridor of 1000 cells
+    runner.curriculum.env_task_fn = bad_task_fn  # returns a corridor of 1000 cells
     with pytest.raises(TaskError, match=r"env_task_fn curricula:bad_task_fn returned a task that does not fit "
                                         r"after iteration 3 .*length.*\[1, 32\]"):
         runner.train()
@@ -105,7 +105,7 @@ def test_failing_curriculum_names_the_function_and_the_iteration():
 
     from fault_callbacks import RaiseOnTrainResult
 
-    runner.env_task_fn, runner.callbacks = None, [RaiseOnTrainResult()]
+    runner.curriculum.env_task_fn, runner.curriculum.callbacks = None, [RaiseOnTrainResult()]
     with pytest.raises(CurriculumError, match=r"callbacks\[0\] \(RaiseOnTrainResult\) raised RuntimeError: "
                                               r"callback failed on purpose after iteration 4"):
         runner.train()

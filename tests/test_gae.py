@@ -5,7 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from ajax_tune.agents import PPOConfig
 from ajax_tune.agents.distributions import Categorical
+from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.agents.ppo.losses import gae, ppo_loss
 
 GAMMA, LAM = 0.9, 0.8
@@ -50,7 +52,7 @@ def test_loss_ignores_masked_transitions():
     policy = lambda p, obs: obs @ p["w"]
     value = lambda p, obs: obs @ p["v"]
     params = {"policy": {"w": jnp.array([[0.3, -0.2], [0.1, 0.4]])}, "value": {"v": jnp.array([0.5, -1.0])}}
-    hp = {"clip_eps": 0.2, "vf_coef": 0.5, "ent_coef": 0.01}
+    hp = init_hparams(PPOConfig(clip_eps=0.2, vf_coef=0.5, ent_coef=0.01))
     real = {
         "obs": jnp.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]),
         "action": jnp.array([0, 1, 1]),

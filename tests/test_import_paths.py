@@ -52,3 +52,35 @@ def test_register_refuses_names_that_mean_something_else():
         register("custom_parts:short_corridor", lambda: None)
     with pytest.raises(ValueError, match="prefixes are taken"):
         register("gymnax/mine", lambda: None)
+
+
+def test_one_registry_for_names_prefixes_and_import_paths():
+    """The helper every registry uses: names (imported when first named), prefixes, import paths,
+    and an unknown name refused with the nearest one, as a ConfigError that is also a KeyError."""
+    import collections
+
+    from ajax_tune.imports import Registry, UnknownName
+
+    made = []
+    entries = {"ordered": "collections:OrderedDict", "plain": dict}
+    registry = Registry("thing.name", entries, imports="module:Class",
+                        prefixes={"made/<name>": lambda rest: made.append(rest) or rest.upper()})
+    assert registry.resolve("ordered") is collections.OrderedDict and registry.resolve("plain") is dict
+    assert registry.resolve("made/abc") == "ABC" and made == ["abc"]
+    assert registry.resolve("collections:Counter") is collections.Counter
+    assert registry.names() == ["ordered", "plain", "made/<name>"]
+    entries["later"] = list  # held, not copied: what is added later is known at once
+    assert registry.resolve("later") is list and "later" in registry and "made/x" in registry
+    with pytest.raises(UnknownName) as error:
+        registry.resolve("plian")
+    assert str(error.value) == ("thing.name must be one of ['ordered', 'plain', 'later', 'made/<name>'] or a "
+                                "'module:Class' import path, got 'plian'; did you mean 'plain'?")
+    assert isinstance(error.value, ConfigError) and isinstance(error.value, KeyError)
+    with pytest.raises(ConfigError, match="thing.name: 'collections' has no attribute 'Countr'; did you mean 'Counter'"):
+        registry.resolve("collections:Countr")
+    with pytest.raises(ConfigError, match="thing.name must be a string, got 3"):
+        registry.resolve(3)
+    names_only = Registry("tune.search", {"random": 1}, imports="", unknown="unknown search")
+    assert str(names_only.unknown("a:b")) == "unknown search 'a:b' Known: random"
+    with pytest.raises(UnknownName):
+        names_only.resolve("a:b")  # no import paths here

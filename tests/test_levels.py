@@ -80,7 +80,7 @@ def test_rllib_curriculum_fn_runs_verbatim_on_levels():
     """RLlib's guide: `get_task()` is an int and the function returns `current_task + 1`."""
     config = corridor_config(env={"levels": LADDER, "level": 1}, env_task_fn=curriculum_fn)
     runner = Runner(config)
-    env = runner.task_settable_env
+    env = runner.curriculum.task_settable_env
     assert env.get_task() == 1 and runner.get_task()["length"] == 8
     first = runner.train()
     assert first["curriculum/task/length"] == 8 and first["curriculum/next_task/length"] == 16

@@ -19,19 +19,21 @@ UNROLL = 8 * 16  # env steps per update in corridor_loop
 LR = Schedule(kind="warmup_cosine", peak=1e-3, warmup_fraction=0.2, end_fraction=0.1)
 
 
-def per_update(rows):
-    return {k: v for k, v in rows.items() if not k.startswith("per_env/")}
+def per_update(out):
+    """The per-update parts of a call's output (rows and health), keyed apart."""
+    return {**out.rows, **{f"health:{k}": v for k, v in out.health.items()}}
 
 
-def concat_rows(rows_list):
-    """Per-update rows of consecutive calls, as one call would have written them."""
-    return {k: np.concatenate([np.asarray(r[k]) for r in rows_list], axis=1) for k in per_update(rows_list[0])}
+def concat_rows(outs):
+    """Per-update rows and health of consecutive calls, as one call would have written them."""
+    return {k: np.concatenate([np.asarray(per_update(o)[k]) for o in outs], axis=1) for k in per_update(outs[0])}
 
 
-def assert_per_env_sums_add_up(rows_list, one_call):
-    for key in ("per_env/episodes", "per_env/return_sum", "per_env/steps"):
-        np.testing.assert_allclose(sum(np.asarray(r[key]) for r in rows_list), one_call[key], rtol=1e-6)
-    np.testing.assert_array_equal(rows_list[-1]["per_env/task/length"], one_call["per_env/task/length"])
+def assert_per_env_sums_add_up(outs, one_call):
+    for name in ("episodes", "return_sum", "steps", "signal_count"):
+        np.testing.assert_allclose(sum(np.asarray(getattr(o.stats, name)) for o in outs),
+                                   getattr(one_call.stats, name), rtol=1e-6)
+    np.testing.assert_array_equal(outs[-1].stats.task["length"], one_call.stats.task["length"])
 
 
 @BUILDS
@@ -69,7 +71,7 @@ def test_split_runs_are_bit_identical(tmp_path, build):
     assert_trees_equal(concat_rows(restored_rows), per_update(one_call[1]))
 
     # evaluation cadence is absolute: every 3 updates of the whole run, whatever the split
-    eval_steps = one_call[1]["eval/timestep"][0]
+    eval_steps = one_call[1].rows["eval/timestep"][0]
     assert eval_steps[eval_steps >= 0].tolist() == [3 * UNROLL, 6 * UNROLL]
 
 
@@ -92,11 +94,11 @@ def test_no_recompilation_when_task_and_hyperparameters_change(tmp_path):
         seen.append(host(rows))
     assert loop.compilations == 1
     assert loop._train._cache_size() == 1
-    tasks = [r["task/length"][0, -1] for r in seen]
+    tasks = [r.rows["task/length"][0, -1] for r in seen]
     assert tasks == [4, 7, 7, 9, 9]
-    assert float(seen[2]["lr"][0, 0]) == pytest.approx(5e-4)
-    assert float(seen[4]["lr"][0, 0]) == pytest.approx(2e-3)
-    assert float(np.asarray(state.agent.hp["ent_coef"])[0]) == pytest.approx(0.1)
+    assert float(seen[2].rows["lr"][0, 0]) == pytest.approx(5e-4)
+    assert float(seen[4].rows["lr"][0, 0]) == pytest.approx(2e-3)
+    assert float(np.asarray(state.agent.hp.ent_coef)[0]) == pytest.approx(0.1)
     assert np.asarray(state.env.task["length"])[0].tolist() == list(range(1, 9))
     # a state restored from disk (committed to the device, unlike a fresh one) fits the same program
     loop.save(tmp_path / "ck", state)
@@ -119,12 +121,12 @@ def test_rows_have_fixed_shape_and_mark_missing_evaluations():
     state = loop.init()
     state, first = loop.train(state)
     state, second = loop.train(state)
-    for rows in (first, second):
-        assert {np.shape(v) for v in per_update(rows).values()} == {(2, 3)}
-        assert {np.shape(v) for k, v in rows.items() if k.startswith("per_env/")} == {(2, 8)}
-    steps = np.concatenate([first["eval/timestep"][0], second["eval/timestep"][0]]).tolist()
+    for out in (first, second):
+        assert {np.shape(v) for v in per_update(out).values()} == {(2, 3)}
+        assert {np.shape(v) for v in jax.tree.leaves(out.stats)} == {(2, 8)}
+    steps = np.concatenate([first.rows["eval/timestep"][0], second.rows["eval/timestep"][0]]).tolist()
     assert steps == [-1, 2 * UNROLL, -1, 4 * UNROLL, -1, 6 * UNROLL]
-    ret = np.concatenate([first["eval/return"][0], second["eval/return"][0]])
+    ret = np.concatenate([first.rows["eval/return"][0], second.rows["eval/return"][0]])
     assert np.isnan(ret[[0, 2, 4]]).all() and not np.isnan(ret[[1, 3, 5]]).any()
 
 

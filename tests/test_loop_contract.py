@@ -14,6 +14,7 @@ from ajax_tune.agents.hparams import all_finite
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.fields import static, traced, validate
 from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.schedules import Schedule
 
 NUM_ENVS, UNROLL = 4, 12
@@ -94,7 +95,7 @@ def corridor_successor(obs, action):
 
 def test_next_step_reset_keeps_every_transition_inside_one_episode():
     loop = toy_loop("next_step")
-    state, rows = loop.train(loop.init(seed=1))
+    state, out = loop.train(loop.init(seed=1))
     u = last_unroll(state)
     ended = u["terminated"] | u["truncated"]
     assert u["terminated"].any() and u["truncated"].any()  # both kinds of ending happened
@@ -109,13 +110,13 @@ def test_next_step_reset_keeps_every_transition_inside_one_episode():
     assert u["valid"].all()
     assert (u["step"][u["truncated"]] == 6).all()
     stepped = NUM_ENVS * UNROLL
-    np.testing.assert_array_equal(rows["train/useful_steps"], stepped)
+    np.testing.assert_array_equal(out.rows["train/useful_steps"], stepped)
     assert int(state.useful_steps[0]) == 3 * stepped == loop.timestep(state)
 
 
 def test_unroll_start_mode_freezes_finished_envs_and_counts_only_useful_steps():
     loop = toy_loop("unroll_start")
-    state, rows = loop.train(loop.init(seed=1))
+    state, out = loop.train(loop.init(seed=1))
     u = last_unroll(state)
     assert not u["valid"].all()  # envs that finished early stood idle, masked, until the unroll ended
     ended = u["terminated"] | u["truncated"]
@@ -123,25 +124,27 @@ def test_unroll_start_mode_freezes_finished_envs_and_counts_only_useful_steps():
         end = np.flatnonzero(ended[:, env])
         if len(end):
             assert not u["valid"][end[0] + 1:, env].any()
-    assert rows["train/useful_steps"][0, -1] == u["valid"].sum()
-    np.testing.assert_array_equal(rows["per_env/steps"].sum(axis=1), np.asarray(state.useful_steps))
+    assert out.rows["train/useful_steps"][0, -1] == u["valid"].sum()
+    np.testing.assert_array_equal(out.stats.steps.sum(axis=1), np.asarray(state.useful_steps))
     assert int(state.useful_steps[0]) < loop.timestep(state)
 
 
 def test_per_env_statistics_and_agent_metrics_reach_the_result():
     loop = toy_loop("next_step")
     state = loop.set_task(loop.init(seed=2), {"length": np.array([1, 2, 3, 16])}, eval_task={"length": 2})
-    state, rows = loop.train(state)
-    rows = jax.device_get(rows)
-    assert rows["per_env/episodes"].shape == (2, NUM_ENVS)
-    np.testing.assert_array_equal(rows["per_env/episodes"].sum(axis=1), rows["train/episodes"].sum(axis=1))
-    np.testing.assert_array_equal(rows["per_env/task/length"], [[1, 2, 3, 16]] * 2)
-    np.testing.assert_array_equal(rows["per_env/learning_signal"], [np.arange(NUM_ENVS)] * 2)
+    state, out = loop.train(state)
+    out = jax.device_get(out)
+    stats = EnvStats.from_call(out.stats)
+    assert (stats.num_seeds, stats.num_envs) == (2, NUM_ENVS) and out.stats.episodes.shape == (2, NUM_ENVS)
+    np.testing.assert_array_equal(out.stats.episodes.sum(axis=1), out.rows["train/episodes"].sum(axis=1))
+    np.testing.assert_array_equal(stats.per_env(stats.tasks["length"]), [[1, 2, 3, 16]] * 2)
+    np.testing.assert_array_equal(stats.per_env(stats.learning_signal), [np.arange(NUM_ENVS)] * 2)
     # a 1-cell corridor is won often by a random walk, a 16-cell one within 6 steps never
-    assert rows["per_env/success_sum"][:, 0].min() > 0 and (rows["per_env/success_sum"][:, 3] == 0).all()
-    np.testing.assert_array_equal(rows["per_env/return_sum"], rows["per_env/success_sum"])  # reward 1 per success
+    success = stats.per_env(stats.success_sum)
+    assert success[:, 0].min() > 0 and (success[:, 3] == 0).all()
+    np.testing.assert_array_equal(stats.return_sum, stats.success_sum)  # reward 1 per success
 
-    result = loop.summarize(rows)
+    result = loop.summarize(out)
     assert result["toy/updates"] == pytest.approx(2.0)  # mean of 1, 2, 3
     assert result["toy/timestep"] == 2 * NUM_ENVS * UNROLL  # a "latest" metric: its last value
     assert "lr" not in result and not any(k.startswith(("loss/", "per_env/")) for k in result)
@@ -152,8 +155,8 @@ def test_per_env_statistics_and_agent_metrics_reach_the_result():
 def test_nonfinite_state_is_flagged_with_the_timestep_it_started():
     loop = toy_loop("next_step")
     state = loop.set_hparams(loop.init(), ToyConfig(scale=1e30))  # params: 1e30, 1e60 = inf, ...
-    state, rows = loop.train(state)
-    result = loop.summarize(rows)
+    state, out = loop.train(state)
+    result = loop.summarize(out)
     assert result["train/nonfinite"] == 1.0
     assert result["health/params_nonfinite_at"] == 2 * NUM_ENVS * UNROLL
     assert loop.compilations == 1
@@ -161,26 +164,26 @@ def test_nonfinite_state_is_flagged_with_the_timestep_it_started():
 
 def test_ppo_divergence_is_flagged():
     loop = corridor_loop({"lr": Schedule(kind="constant", peak=1e30)})
-    state, rows = loop.train(loop.init())
-    result = loop.summarize(rows)
+    state, out = loop.train(loop.init())
+    result = loop.summarize(out)
     assert result["train/nonfinite"] == 1.0
     assert 0 < result["health/params_nonfinite_at"] <= loop.timestep(state)
     healthy = corridor_loop()
-    _, rows = healthy.train(healthy.init())
-    assert healthy.summarize(rows)["train/nonfinite"] == 0.0
+    _, out = healthy.train(healthy.init())
+    assert healthy.summarize(out)["train/nonfinite"] == 0.0
 
 
 def test_heldout_tasks_are_evaluated_each_on_its_own():
     loop = toy_loop("next_step", max_episode_steps=8, num_heldout=3)
     state = loop.set_heldout(loop.init(), {"length": np.array([1, 7, 16])})
-    state, rows = loop.train(state)
-    assert rows["eval/heldout/success"].shape == (2, 3, 3)
-    result = loop.summarize(rows)
+    state, out = loop.train(state)
+    assert out.rows["eval/heldout/success"].shape == (2, 3, 3)
+    result = loop.summarize(out)
     # "always right" reaches 1 and 7 cells within 8 steps, never 16
     assert [result[f"eval/heldout/{i}/success_rate"] for i in range(3)] == [1.0, 1.0, 0.0]
     assert result["eval/heldout/success_rate_mean"] == pytest.approx(2 / 3)
     assert result["eval/heldout/0/return"] == 1.0
-    assert np.isnan(rows["eval/heldout/return"][:, :2]).all()  # no evaluation before the call's last update
+    assert np.isnan(out.rows["eval/heldout/return"][:, :2]).all()  # no evaluation before the call's last update
     with pytest.raises(Exception, match="expected integer scalar in \\[1, 16\\]"):
         loop.set_heldout(state, {"length": np.array([1, 7, 17])})
 

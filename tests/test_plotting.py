@@ -7,12 +7,22 @@ import pathlib
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from helpers import corridor_config
 from matplotlib.image import imread
 from ray import tune
 
 from ajax_tune import AjaxTrainable
-from ajax_tune.plotting import learning_curve, lineage_segments, load_trials, plot_experiment, seed_band, task_distribution
+from ajax_tune.plotting import (
+    experiment_metric,
+    learning_curve,
+    learning_curves_figure,
+    lineage_segments,
+    load_trials,
+    plot_experiment,
+    seed_band,
+    task_distribution,
+)
 from ajax_tune.trainable import trial_dirname
 
 BUDGET = 4 * 8 * 16  # env steps per seed per train() in corridor_config
@@ -46,8 +56,7 @@ def test_plots_of_a_tune_run(experiment, tmp_path):
     assert [p.name for p in plot_experiment(experiment, out_dir=tmp_path / "elsewhere")] == [p.name for p in written]
 
     trials = load_trials(experiment)
-    assert sorted(t.label.split(" ", 1)[1] for t in trials) == ["lr=0.001", "lr=0.003"]  # only what differs
-    assert all(t.label.startswith(t.trial_id) for t in trials)
+    assert sorted(t.label for t in trials) == ["lr=0.001", "lr=0.003"]  # only what differs
     grew = False
     for trial in trials:
         (segment,) = trial.segments  # no PBT: one lineage
@@ -98,9 +107,10 @@ def test_lineage_segments_break_where_env_steps_do_not_continue(tmp_path):
     assert [s["env_steps"].tolist() for s in a.segments] == [[100, 200, 300, 400], [300, 400, 500], [700, 800]]
     assert [s["lr"].tolist() for s in a.segments] == [[1e-3] * 4, [3e-3] * 3, [1e-2] * 2]
     assert len(b.segments) == 1
-    # keys that differ get the shortest unambiguous name; equal ones (num_envs) are left out
-    assert a.label == "t_a agent/lr=0.001 train/lr=None seed=0"
-    assert b.label == "t_b agent/lr=0.0001 train/lr=5 seed=None"
+    # keys that differ get the shortest unambiguous name; equal ones (num_envs), and keys a
+    # trial does not have, are left out
+    assert a.label == "agent/lr=0.001 seed=0"
+    assert b.label == "agent/lr=0.0001 train/lr=5"
 
     frame = pd.DataFrame({"env_steps": [5, 10, 15], "timesteps_this_iter": [5, 5, 10]})
     assert [len(s) for s in lineage_segments(frame)] == [2, 1]  # 15 - 10 != 10
@@ -157,3 +167,47 @@ def test_task_distribution_figure_from_task_histograms(tmp_path):
     written = plot_experiment(root)
     assert [p.name for p in written] == ["learning_curves.png", "task_distribution.png", "learning_rates.png"]
     check_png(written[1])
+
+
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
+HELDOUT = "eval/heldout/success_rate_mean"
+
+
+def sampler_results(tmp_path: pathlib.Path) -> tuple[pathlib.Path, dict]:
+    """Results shaped as configs/task_samplers_corridor.yaml leaves them: one trial per sampler
+    of its grid (params.json as Tune writes it), ranked by the held-out success rate, whose
+    default-task return is a flat 1.0."""
+    config = yaml.safe_load((CONFIGS / "task_samplers_corridor.yaml").read_text())
+    root = tmp_path / config["name"]
+    success = {}
+    for i, sampler in enumerate(config["trial"]["task_sampler"]["grid"]):
+        trial = {**config["trial"], "task_sampler": sampler}
+        success[sampler["name"]] = [0.1 * (i + 1), 0.2 * (i + 1), 0.3 * (i + 1)]
+        write_trial(root, f"AjaxTrainable_s{i}", {"env_steps": [3072, 6144, 9216], "timesteps_this_iter": [3072] * 3,
+                                                  "eval/return_mean": [1.0] * 3, HELDOUT: success[sampler["name"]]},
+                    trial)
+    state = {"runner_data": {"_metric": config["tune"]["metric"]}, "trial_data": [], "stats": {}}
+    (root / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(state))
+    return root, success
+
+
+def test_the_sampler_config_plots_its_own_metric_labelled_by_sampler(tmp_path):
+    root, success = sampler_results(tmp_path)
+    assert experiment_metric(root) == HELDOUT
+    trials = load_trials(root)
+    assert sorted(t.label for t in trials) == ["name=learning_progress bins=8", "name=plr buffer_size=16 temperature=0.1",
+                                               "name=uniform"]  # what differs, nothing else, nothing cut
+    fig = learning_curves_figure(trials, [f"C{i}" for i in range(3)], experiment_metric(root))
+    metric_ax, return_ax = fig.axes
+    assert metric_ax.get_ylabel() == HELDOUT and return_ax.get_ylabel().startswith("eval/return_mean")
+    by_label = {line.get_label(): line.get_ydata().tolist() for line in metric_ax.get_lines()}
+    assert by_label == {t.label: success[t.label.split()[0].removeprefix("name=")] for t in trials}
+    assert all(line.get_ydata().tolist() == [1.0] * 3 for line in return_ax.get_lines())
+    assert [text.get_text() for text in fig.legends[0].get_texts()] == [t.label for t in trials]
+
+    written = plot_experiment(root)
+    check_png(written[0])
+    assert written[0].name == "learning_curves.png"
+    # without a saved metric, or when asked for the return, the return is drawn alone as before
+    assert len(learning_curves_figure(trials, ["C0"] * 3).axes) == 1
+    assert len(learning_curves_figure(trials, ["C0"] * 3, "no/such_metric").axes) == 1

@@ -8,9 +8,10 @@ import pytest
 from helpers import assert_trees_equal, corridor_config
 
 from ajax_tune.config import ConfigError
-from ajax_tune.curriculum import ThresholdCurriculum
+from ajax_tune.curriculum import Callback, ThresholdCurriculum
 from ajax_tune.envs import TaskError
 from ajax_tune.runner import Runner
+from ajax_tune.task_control import TaskControl
 
 
 @pytest.fixture(scope="module")
@@ -34,12 +35,12 @@ def test_results_have_stable_plain_keys(runner):
 
 def test_bad_task_from_env_task_fn_leaves_the_state_alone(runner):
     before = jax.tree.map(np.asarray, jax.device_get(runner.state))
-    runner.env_task_fn = lambda result, env, ctx: {"length": 1000}
+    runner.curriculum.env_task_fn = lambda result, env, ctx: {"length": 1000}
     try:
         with pytest.raises(TaskError, match=r"corridor: task field 'length' expected integer scalar in \[1, 32\]"):
             runner.train()
     finally:
-        runner.env_task_fn = None
+        runner.curriculum.env_task_fn = None
     with pytest.raises(TaskError, match="unknown task field"):
         runner.set_task({"width": 3})
     # the failed call trained (its state is kept), but the task is unchanged
@@ -66,6 +67,54 @@ def test_reconfigure_onto_a_new_trial_leaks_nothing():
     assert first.loop.compilations == 1
 
 
+class Recorder(Callback):
+    """Which hooks ran, in order, and what each was handed."""
+
+    def __init__(self):
+        self.seen = []
+
+    def on_setup(self, control):
+        self.seen.append(("setup", control))
+
+    def on_train_result(self, control, result):
+        self.seen.append(("train", control))
+
+    def on_task_change(self, control, old_task, new_task):
+        self.seen.append((f"task {old_task['length']}->{new_task['length']}", control))
+
+    def on_checkpoint_save(self, control, checkpoint_dir):
+        self.seen.append(("save", control))
+
+    def on_checkpoint_load(self, control, checkpoint_dir):
+        self.seen.append(("load", control))
+
+
+def test_callbacks_see_the_task_control_not_the_runner(tmp_path):
+    recorder = Recorder()
+    r = Runner(corridor_config(callbacks=[recorder]), trial_id="c")
+    r.set_task({"length": 6})
+    r.train()
+    r.save(tmp_path / "ck")
+    r.restore(tmp_path / "ck")
+    assert [hook for hook, _ in recorder.seen] == ["setup", "task 4->6", "train", "save", "load"]
+    assert all(control is r.control and isinstance(control, TaskControl) for _, control in recorder.seen)
+    assert (r.control.num_envs, r.control.iteration, r.control.trial_id) == (8, 1, "c")
+    assert r.control.state is r.state and r.control.task_spec is r.env.task_spec
+
+
+DEFAULT_ENVS = {"ppo": "cartpole", "dqn": "cartpole", "sac": "pendulum", "td3": "pendulum"}
+
+
+def test_every_built_in_agents_defaults_with_only_the_env_named_are_a_valid_config():
+    from ajax_tune.agents import AGENTS
+
+    assert set(DEFAULT_ENVS) == set(AGENTS)
+    for agent, env in DEFAULT_ENVS.items():
+        config = Runner.check({"env": {"name": env}, "agent": {"name": agent}})
+        assert config.train.timesteps_per_iteration == 49_152
+    assert Runner.check({"env": {"name": "cartpole"}}).agent_name == "ppo"
+
+
 def test_reconfigure_rebuilds_only_for_static_changes():
     r = Runner(corridor_config())
     assert r.reconfigure(corridor_config(agent={"hidden_sizes": [16]})) is True
@@ -76,31 +125,31 @@ def test_threshold_curriculum_promotes_demotes_and_mixes():
     r = Runner(corridor_config(), trial_id="x")
     cb = ThresholdCurriculum(levels={"length": [2, 4, 8]}, metric="m", threshold=0.5, patience=2,
                              demote_below=0.1, mix_earlier=0.5)
-    r.callbacks = [cb]
-    cb.on_setup(r)
+    r.curriculum.callbacks = [cb]
+    cb.on_setup(r.control)  # what a callback sees of the trial: its task control
     assert r.get_task()["length"] == 2
     for value, level in [(0.6, 0), (0.7, 1), (float("nan"), 1), (0.6, 1), (0.9, 2), (0.9, 2), (0.0, 1)]:
-        cb.on_train_result(r, {"m": value})
+        cb.on_train_result(r.control, {"m": value})
         assert cb.level == level
-    per_env = r.task_settable_env.get_tasks()["length"]
+    per_env = r.curriculum.task_settable_env.get_tasks()["length"]
     assert r.get_task()["length"] == 4  # evaluations follow the current level
     assert (per_env == 4).sum() == 4 and set(per_env.tolist()) <= {2, 4} and per_env[0] == 4
     with pytest.raises(KeyError, match="metric 'm' is not in the result"):
-        cb.on_train_result(r, {"other": 1.0})
+        cb.on_train_result(r.control, {"other": 1.0})
 
 
 def test_save_restore_carries_curriculum_state(tmp_path):
     config = corridor_config(callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
                                          "kwargs": {"levels": {"length": [2, 6, 10]}, "threshold": 0.5}}])
     a = Runner(config, trial_id="same")
-    a.callbacks[0].level = 2
-    a.callbacks[0]._apply(a)
+    a.curriculum.callbacks[0].level = 2
+    a.curriculum.callbacks[0]._apply(a.control)
     a.train()
     a.save(tmp_path / "ck")
     b = Runner(config, trial_id="same")
-    assert b.callbacks[0].level == 0
+    assert b.curriculum.callbacks[0].level == 0
     b.restore(tmp_path / "ck")
-    assert b.callbacks[0].level == 2 and b.get_task()["length"] == 10 and b.iteration == 1
+    assert b.curriculum.callbacks[0].level == 2 and b.get_task()["length"] == 10 and b.iteration == 1
     assert_trees_equal(a.state, b.state)
     # another trial's checkpoint: same parameters, a different random stream
     c = Runner(config, trial_id="other")

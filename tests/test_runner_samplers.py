@@ -15,7 +15,7 @@ from ajax_tune.experiment import Experiment
 from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.samplers import make_sampler
-from ajax_tune.samplers.heldout import heldout_tasks
+from ajax_tune.samplers.heldout import HeldOut
 
 SPACE = {"length": [4, 32]}
 HELDOUT = {"space": SPACE, "num_tasks": 3, "seed": 0}
@@ -39,7 +39,7 @@ def run(tmp_path_factory):
             runner.save(checkpoint)
         given.append(runner.get_task(per_env=True)["length"].copy())
         results.append(runner.train())
-        states.append(runner.sampler.get_state())
+        states.append(runner.curriculum.sampler.get_state())
     return dict(runner=runner, first_tasks=first_tasks, given=given, results=results, states=states,
                 checkpoint=checkpoint)
 
@@ -65,12 +65,12 @@ def test_per_env_tasks_change_every_call_without_recompiling(run):
         assert result["eval/heldout/success_rate_mean"] == pytest.approx(
             np.mean([result[f"eval/heldout/{i}/success_rate"] for i in range(3)]))
     # every seed ran the tasks set before the last call, and the sampler learned from them
-    stats = runner.env_stats
-    np.testing.assert_array_equal(stats["per_env/task/length"], np.broadcast_to(given[-1], (2, 8)))
-    assert np.all(np.isfinite(stats["per_env/learning_signal"]))
+    stats = runner.curriculum.env_stats
+    np.testing.assert_array_equal(stats.per_env(stats.tasks["length"]), np.broadcast_to(given[-1], (2, 8)))
+    assert np.all(np.isfinite(stats.learning_signal))
     buffered = run["states"][0]["buffer"]["length"]
     assert buffered and set(buffered) <= set(given[0].tolist())  # call 1's levels, scored
-    expected = heldout_tasks(HELDOUT, runner.env, base={"length": 4})["length"]
+    expected = HeldOut.parse(HELDOUT).batch(runner.env, base={"length": 4})["length"]
     np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"]), np.broadcast_to(expected, (2, 3)))
 
 
@@ -79,10 +79,10 @@ def test_sampler_state_continues_from_its_own_checkpoint(run):
     assert saved == run["states"][CALLS - 2]
     again = Runner(plr_config(), trial_id="a")
     again.restore(run["checkpoint"])
-    assert again.sampler.get_state() == saved
+    assert again.curriculum.sampler.get_state() == saved
     np.testing.assert_array_equal(again.get_task(per_env=True)["length"], run["given"][-1])
     result = again.train()
-    assert again.sampler.get_state() == run["states"][-1]  # same updates, same draws
+    assert again.curriculum.sampler.get_state() == run["states"][-1]  # same updates, same draws
     for key, value in run["results"][-1].items():
         if key.startswith(("sampler/", "tasks/", "eval/")):
             assert result[key] == value or (math.isnan(value) and math.isnan(result[key])), key
@@ -92,12 +92,13 @@ def test_another_trial_continues_the_sampler_with_its_own_draws(run):
     saved = run["states"][CALLS - 2]
     other = Runner(plr_config(), trial_id="b")
     other.restore(run["checkpoint"])
-    state = other.sampler.get_state()
+    state = other.curriculum.sampler.get_state()
     assert state["rng"] != saved["rng"]  # its own random stream ...
     assert {k: v for k, v in state.items() if k != "rng"} == {k: v for k, v in saved.items() if k != "rng"}  # ... same levels
     other.train()  # on the tasks the checkpoint's envs held
-    np.testing.assert_array_equal(other.env_stats["per_env/task/length"][0], run["given"][-1])
-    assert other.sampler.draws == run["runner"].sampler.draws
+    stats = other.curriculum.env_stats
+    np.testing.assert_array_equal(stats.per_env(stats.tasks["length"])[0], run["given"][-1])
+    assert other.curriculum.sampler.draws == run["runner"].curriculum.sampler.draws
     assert not np.array_equal(other.get_task(per_env=True)["length"], run["runner"].get_task(per_env=True)["length"])
 
 
@@ -105,7 +106,7 @@ def test_the_heldout_count_is_static_and_its_tasks_are_data():
     runner = Runner(corridor_config(heldout=HELDOUT))
     assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "seed": 5})) is False
     np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"])[0],
-                                  heldout_tasks({**HELDOUT, "seed": 5}, runner.env)["length"])
+                                  HeldOut.parse({**HELDOUT, "seed": 5}).batch(runner.env)["length"])
     assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "num_tasks": 4})) is True
     assert runner.loop.num_heldout == 4
 

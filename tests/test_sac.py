@@ -68,7 +68,7 @@ def test_buffer_holds_true_successors_and_cuts_only_at_terminations():
     `terminated` is set exactly on arrivals. Observations are stored raw (normalised when sampled)."""
     loop = sac_loop()
     state = loop.set_task(loop.init(seed=0), {"distance": 0.12, "radius": 0.1})
-    state, rows = loop.train(state)
+    state, out = loop.train(state)
     items = stored(state.agent.buffer, num_envs=2)
     assert items.obs.shape[:3] == (2, 2 * 8, 2)
     np.testing.assert_allclose(items.next_obs, point_reach_successor(items.obs, items.action), atol=1e-5)
@@ -90,7 +90,7 @@ def test_buffer_holds_true_successors_and_cuts_only_at_terminations():
                 else:
                     assert continued, (seed, t, env)
     assert ends["terminated"] >= 1 and ends["truncated"] >= 1, ends
-    assert rows["train/episodes"].sum() >= sum(ends.values())
+    assert out.rows["train/episodes"].sum() >= sum(ends.values())
 
 
 # -- exact resume, no recompilation ------------------------------------------------------------
@@ -101,16 +101,17 @@ def test_split_runs_with_restore_are_bit_identical(tmp_path, build):
     them: parameters, optimisers, targets and buffers (which wrap around) alike."""
     assert jax.config.read("jax_disable_most_optimizations") is (build == "few_passes")
     long_loop = sac_loop(timesteps_per_iteration=6 * UNROLL)
-    one_state, one_rows = long_loop.train(long_loop.init(seed=5))
-    one_state, one_rows = host(one_state), host(one_rows)
+    one_state, one_out = long_loop.train(long_loop.init(seed=5))
+    one_state, one_out = host(one_state), host(one_out)
+    one_rows = one_out.rows
 
     split_rows = []
     for i in range(3):
         loop = sac_loop()
         state = loop.init(seed=5) if i == 0 else loop.restore(tmp_path / f"ck{i - 1}")[0]
-        state, rows = loop.train(state)
+        state, out = loop.train(state)
         assert loop.compilations == 1
-        split_rows.append(host(rows))
+        split_rows.append(host(out.rows))
         loop.save(tmp_path / f"ck{i}", state)
     assert_trees_equal(state.agent.buffer, one_state.agent.buffer)
     assert np.asarray(one_state.agent.buffer.is_full).all()  # 96 transitions into 80 places: it wrapped
@@ -120,7 +121,7 @@ def test_split_runs_with_restore_are_bit_identical(tmp_path, build):
         np.testing.assert_array_equal(np.concatenate([r[key] for r in split_rows], axis=1), one_rows[key])
     # before learning_starts (32 steps): no gradient steps, NaN losses, healthy flags
     assert np.isnan(one_rows["loss/critic"][:, :1]).all() and not np.isnan(one_rows["loss/critic"][:, 1:]).any()
-    assert (one_rows["health/loss"] == 1).all() and summarize(one_rows)["train/nonfinite"] == 0.0
+    assert (one_out.health["loss"] == 1).all() and summarize(one_out)["train/nonfinite"] == 0.0
 
 
 def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
@@ -137,18 +138,18 @@ def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
     seen, agents = [], []
     for change in changes:
         state = change(state)
-        state, rows = loop.train(state)
-        seen.append(host(rows))
+        state, out = loop.train(state)
+        seen.append(host(out.rows))
         agents.append(host(state.agent))
     assert loop.compilations == 1 and loop._train._cache_size() == 1
     assert [r["task/distance"][0, -1] for r in seen] == [1.0, 0.5, 0.5, 0.5]
     assert float(seen[3]["lr"][0, 0]) == pytest.approx(2e-3)
-    assert agents[3].hp["target_entropy_scale"].tolist() == [-0.25, -0.25]
-    assert agents[2].hp["tau"].tolist() == [pytest.approx(0.05)] * 2
+    assert agents[3].hp.target_entropy_scale.tolist() == [-0.25, -0.25]
+    assert agents[2].hp.tau.tolist() == [pytest.approx(0.05)] * 2
     # tau = 1 copies the critics into their targets at every gradient step; at 0.05 they lag
     kernel = lambda tree: jax.tree.leaves(tree)[0]  # noqa: E731
-    assert not np.array_equal(kernel(agents[2].target_critic), kernel(agents[2].params["critic"]))
-    assert_trees_equal(agents[3].target_critic, agents[3].params["critic"])
+    assert not np.array_equal(kernel(agents[2].target_params), kernel(agents[2].params["critic"]))
+    assert_trees_equal(agents[3].target_params, agents[3].params["critic"])
 
 
 # -- refused configs -----------------------------------------------------------------------------
@@ -161,7 +162,7 @@ def tiny_config(**agent):
 
 
 @pytest.mark.parametrize("config, message", [
-    (tiny_config(learning_starts=5_000), r"agent\.learning_starts \(5000\) is beyond .*train\.total_timesteps \(1000\)"),
+    (tiny_config(learning_starts=5_000), r"agent\.learning_starts \(5000\) must be below train\.total_timesteps \(1000\)"),
     (tiny_config(batch_size=128), r"agent\.batch_size \(128\) must not exceed agent\.capacity \(80\)"),
     (tiny_config(capacity=8, batch_size=8), r"agent\.capacity \(8\) must hold .* = 16"),
     (tiny_config(utd_ratio=0.1), r"agent\.utd_ratio \(0\.1\) times .* whole number of gradient steps .* got 1\.6"),

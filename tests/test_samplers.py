@@ -8,8 +8,10 @@ import pytest
 
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.envs import make_env
+from ajax_tune.loop import CallStats
 from ajax_tune.samplers import LearningProgress, PrioritizedLevelReplay, TaskHistogram, TaskSpace, Uniform, make_sampler
-from ajax_tune.samplers.heldout import heldout_tasks
+from ajax_tune.samplers.heldout import HeldOut
+from ajax_tune.samplers.stats import EnvStats
 
 
 @pytest.fixture(scope="module")
@@ -22,20 +24,23 @@ def reach():
     return make_env("point_reach")
 
 
-def stats(lengths, episodes, success=None, returns=None, signal=None, exit_reward=0.0):
-    """Per-env statistics of one call on the corridor ([seeds, envs]; tasks are the same per seed)."""
+def call_stats(task, episodes, success=None, returns=None, signal=None) -> EnvStats:
+    """Per-env statistics of one call, as the loop reports them ([seeds, envs]); NaN where none."""
     episodes = np.asarray(episodes, np.float32)
-    lengths = np.broadcast_to(np.asarray(lengths, np.int32), episodes.shape)
     nan = np.full(episodes.shape, np.nan, np.float32)
-    return {
-        "per_env/task/length": lengths,
-        "per_env/task/exit_reward": np.full(episodes.shape, exit_reward, np.float32),
-        "per_env/episodes": episodes,
-        "per_env/return_sum": nan if returns is None else np.asarray(returns, np.float32),
-        "per_env/success_sum": nan if success is None else np.asarray(success, np.float32),
-        "per_env/learning_signal": nan if signal is None else np.asarray(signal, np.float32),
-        "per_env/steps": np.full(episodes.shape, 64, np.float32),
-    }
+    signal = nan if signal is None else np.asarray(signal, np.float32)
+    return EnvStats.from_call(CallStats(
+        task={k: np.broadcast_to(v, episodes.shape) for k, v in task.items()}, episodes=episodes,
+        return_sum=nan if returns is None else np.asarray(returns, np.float32),
+        success_sum=nan if success is None else np.asarray(success, np.float32),
+        steps=np.full(episodes.shape, 64, np.float32),
+        signal_sum=np.nan_to_num(signal), signal_count=(~np.isnan(signal)).astype(np.float32)))
+
+
+def stats(lengths, episodes, success=None, returns=None, signal=None, exit_reward=0.0):
+    """One call on the corridor (tasks are the same per seed)."""
+    task = {"length": np.asarray(lengths, np.int32), "exit_reward": np.float32(exit_reward)}
+    return call_stats(task, episodes, success=success, returns=returns, signal=signal)
 
 
 def json_round_trip(state):
@@ -155,12 +160,9 @@ def test_learning_progress_on_normalised_returns_and_range_bins(reach):
     lp = LearningProgress({"distance": [0.5, 2.5], "radius": 0.2}, bins=4, metric="return", return_range=[-1.0, 3.0],
                           fast=0.5, slow=0.25).bind(reach)
     shape = (1, 2)
-    call = lambda returns: {
-        "per_env/task/distance": np.array([[0.6, 2.4]], np.float32),
-        "per_env/task/radius": np.full(shape, 0.2, np.float32),
-        "per_env/episodes": np.array([[2.0, 1.0]]),
-        "per_env/return_sum": np.array([returns]),
-    }
+    call = lambda returns: call_stats(
+        {"distance": np.array([[0.6, 2.4]], np.float32), "radius": np.full(shape, 0.2, np.float32)},
+        episodes=[[2.0, 1.0]], returns=[returns])
     lp.update(call([2.0, 5.0]))  # means 1.0 and 5.0: mapped to 0.5 and clipped to 1.0
     np.testing.assert_allclose(lp.fast_avg, [0.5, 0, 0, 1.0])
     lp.update(call([6.0, 5.0]))  # bin 0 mean 3.0 -> 1.0
@@ -335,15 +337,17 @@ def test_a_bad_sampler_space_stops_the_runner_before_compiling():
 
 
 def test_heldout_tasks_from_a_list_or_seeded_draws(corridor):
-    listed = heldout_tasks({"tasks": [{"length": 6}, {"length": 20, "exit_reward": 0.1}]}, corridor, base={"exit_reward": 0.2})
+    listed = HeldOut.parse({"tasks": [{"length": 6}, {"length": 20, "exit_reward": 0.1}]})
+    listed = listed.batch(corridor, base={"exit_reward": 0.2})
     assert listed["length"].tolist() == [6, 20]
     np.testing.assert_allclose(listed["exit_reward"], [0.2, 0.1])
     spec = {"space": {"length": [4, 32], "exit_reward": 0.1}, "num_tasks": 8, "seed": 3}
-    drawn, again = heldout_tasks(spec, corridor), heldout_tasks(spec, corridor)
+    drawn, again = HeldOut.parse(spec).batch(corridor), HeldOut.parse(spec).batch(corridor)
     assert drawn["length"].shape == (8,) and drawn["length"].dtype == np.int32
     np.testing.assert_array_equal(drawn["length"], again["length"])  # seeded: every trial evaluates the same set
-    assert not np.array_equal(drawn["length"], heldout_tasks({**spec, "seed": 4}, corridor)["length"])
-    assert heldout_tasks(None, corridor) is None
+    assert not np.array_equal(drawn["length"], HeldOut.parse({**spec, "seed": 4}).batch(corridor)["length"])
+    assert HeldOut.parse(None) is None and HeldOut.parse(spec).count == 8
+    assert HeldOut.parse(HeldOut.parse(spec).to_dict()) == HeldOut.parse(spec)  # what a checkpoint records reads back
     for bad, message in [
         ({"tasks": []}, "heldout.tasks must be a non-empty list of tasks"),
         ({"space": {"length": [4, 32]}}, "heldout.num_tasks must be an integer >= 1"),
@@ -352,7 +356,7 @@ def test_heldout_tasks_from_a_list_or_seeded_draws(corridor):
         ({"space": {"length": [4, 99]}, "num_tasks": 2}, "heldout.space.length: [4.0, 99.0] is outside"),
     ]:
         with pytest.raises(ConfigError) as info:
-            heldout_tasks(bad, corridor)
+            HeldOut.parse(bad).batch(corridor)
         assert message in str(info.value)
 
 

@@ -88,11 +88,27 @@ def test_mode_is_offline_without_a_key(wandb_env, monkeypatch, caplog):
     assert callback.mode == "offline" and callback.kwargs["mode"] == "offline"
     assert "W&B runs offline (WANDB_API_KEY is not set)" in caplog.text and str(wandb_env) in caplog.text
     assert callback.kwargs["dir"] == str(wandb_env.resolve())
+    assert callback.kwargs["reinit"] == "finish_previous"  # Ray's True makes wandb warn in every trial
     callback.setup()  # Ray's would raise for the missing API key
     assert wandb_callback(mode="disabled").mode == "disabled"
     monkeypatch.setenv("WANDB_API_KEY", "x" * 40)
     assert wandb_callback().mode == "online"
     assert wandb_callback(mode="offline").mode == "offline"
+
+
+def test_reinit_is_what_the_installed_wandb_takes_without_a_warning(wandb_env, tmp_path, monkeypatch, capsys):
+    import wandb
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WANDB_SILENT")  # the deprecation warning is a terminal warning
+    value = wandb_callback().kwargs["reinit"]
+    assert not isinstance(value, bool)
+    run = wandb.init(project="ajax-tune-test", mode="offline", dir=str(tmp_path), reinit=value)
+    run.finish()
+    assert "deprecated" not in capsys.readouterr().err
+    run = wandb.init(project="ajax-tune-test", mode="offline", dir=str(tmp_path), reinit=True)
+    run.finish()
+    assert "boolean value for 'reinit' is deprecated" in capsys.readouterr().err  # what Ray's default prints
 
 
 @pytest.mark.usefixtures("ray_session")

@@ -3,7 +3,10 @@
 The loop is agent-neutral: it steps the envs, evaluates and writes rows. An agent decides what
 one env step stores (`transition`), how it learns from a batch of them (`update`), and what it
 reports. PPO learns from the fresh unroll directly; SAC and DQN put it into a replay buffer in
-their own state and sample from that.
+their own state and sample from that (`offpolicy.py` holds what they share).
+
+`Agent` is the contract, for an agent of one's own too; `AgentBase` is what the built-in agents
+share on top of it (traced settings in `state.hp`, hence one `with_hparams`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import gymnasium
 import jax
 from flax import struct
 
+from ajax_tune.agents.hparams import replace_hparams
 from ajax_tune.envs.base import EnvState
 
 
@@ -41,6 +45,10 @@ class Agent(Protocol):
     #: metrics that describe a setting rather than an average (a schedule's value): results
     #: report their value after the call's last update instead of the call's mean.
     latest_metrics: tuple[str, ...]
+    #: exactly the keys of the metrics `update` returns, declared on the class so that result
+    #: keys (a curriculum's or a scheduler's metric) are checked without building or compiling.
+    #: Optional for an agent of one's own; the built-in agents declare it.
+    metric_keys: tuple[str, ...]
 
     def init(self, key: jax.Array) -> Any:
         """The agent's whole state: parameters, optimiser, normalisers, buffers, traced
@@ -70,6 +78,23 @@ class Agent(Protocol):
 
     # Optional: `check_run(train_config)` raises ConfigError for settings that only make sense
     # against the run (the Runner calls it before building the loop).
+
+
+class AgentBase:
+    """The built-in agents' common ground: the collection shape read from the config, and the
+    traced settings kept in `state.hp` (a struct from `hparams.init_hparams`), so that changing
+    them between calls is the same for every agent."""
+
+    metric_keys: tuple[str, ...] = ()
+    latest_metrics: tuple[str, ...] = ("lr",)
+
+    def __init__(self, config: Any):
+        self.config = config
+        self.num_envs = config.num_envs
+        self.unroll_length = config.unroll_length
+
+    def with_hparams(self, state: Any, config: Any) -> Any:
+        return state.replace(hp=replace_hparams(state.hp, config))
 
 
 def action_scale(space: gymnasium.spaces.Space):

@@ -1,7 +1,9 @@
 """Traced hyperparameters and the optimiser every agent uses.
 
 Traced settings (learning-rate schedule, coefficients, gamma, tau, epsilon...) are arrays in the
-agent's state, so Tune may change them between calls without recompiling. The optimiser is
+agent's state, so Tune may change them between calls without recompiling. They sit in a struct
+made from the config's traced fields, one attribute each, so a misspelt name (`hp.gama`) fails
+while the program is traced instead of reading a key that was never there. The optimiser is
 optax's Adam behind `inject_hyperparams`: the learning rate and the gradient-clipping norm are
 arrays in the optimiser state, written before every step from the traced settings and the run's
 clock, so a schedule continues from the current timestep whatever changed.
@@ -9,27 +11,62 @@ clock, so a schedule continues from the current timestep whatever changed.
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import difflib
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 import optax
+from flax import struct
 
-from ajax_tune.agents.base import Clock
-from ajax_tune.fields import traced_values
-from ajax_tune.schedules import ScheduleParams, learning_rate
+from ajax_tune.fields import field_kind, traced_values
+from ajax_tune.schedules import Schedule, ScheduleParams, learning_rate
+
+if TYPE_CHECKING:
+    from ajax_tune.agents.base import Clock
+
+_TYPES: dict[type, type] = {}
 
 
-def init_hparams(config: Any) -> dict[str, Any]:
-    """The traced fields of an agent config, as arrays (schedules as `ScheduleParams`)."""
-    return traced_values(config)
+def hparams_type(config_cls: type) -> type:
+    """The struct holding `config_cls`'s traced fields (one per config class). A config module
+    binds it to a module-level name (`PPOHparams = hparams_type(PPOConfig)`), so the struct
+    pickles like any class and can annotate a state."""
+    if config_cls not in _TYPES:
+        fields = [f for f in dataclasses.fields(config_cls) if field_kind(f) == "traced"]
+        name = config_cls.__name__.removesuffix("Config") + "Hparams"
+        namespace = {
+            "__annotations__": {f.name: ScheduleParams if f.type in (Schedule, "Schedule") else jax.Array for f in fields},
+            "__module__": config_cls.__module__,
+            "__doc__": f"The traced settings of `{config_cls.__name__}`, as arrays.",
+            "__getattr__": _missing_setting,
+        }
+        _TYPES[config_cls] = struct.dataclass(type(name, (), namespace))
+    return _TYPES[config_cls]
 
 
-def replace_hparams(hp: dict[str, Any], config: Any) -> dict[str, Any]:
+def _missing_setting(self, name: str):
+    """Only reached for a name that is not a field: say which ones there are (private names, which
+    libraries probe for, get the plain error)."""
+    if name.startswith("_"):
+        raise AttributeError(name)
+    names = list(type(self).__dataclass_fields__)
+    close = difflib.get_close_matches(name, names, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise AttributeError(f"{type(self).__name__} has no traced setting {name!r}{hint} (it has {', '.join(names)})")
+
+
+def init_hparams(config: Any):
+    """The traced fields of an agent config, as float32 arrays (schedules as `ScheduleParams`)."""
+    return hparams_type(type(config))(**traced_values(config))
+
+
+def replace_hparams(hp, config: Any):
     """`hp` with the values of `config`, keeping every array's shape and dtype (so the state
     still fits the compiled program)."""
     return jax.tree.map(lambda old, new: jnp.broadcast_to(new, jnp.shape(old)).astype(old.dtype),
-                        hp, traced_values(config))
+                        hp, init_hparams(config))
 
 
 def scheduled(schedule: ScheduleParams, clock: Clock) -> jax.Array:

@@ -1,4 +1,5 @@
-"""Running observation statistics, shared by every agent.
+"""Running mean and variance, shared by every agent: observations are normalised by them, and
+PPO scales rewards by the running std of the discounted return.
 
 Mean and variance are merged batch by batch (Chan et al.'s parallel update), with a weight per
 sample so that masked steps (an env frozen after its episode ended) do not count. The state is
@@ -22,9 +23,10 @@ class RunningStats:
     std: jax.Array
 
 
-class ObsNormalizer:
-    """Normalise observations of shape `shape` by their running mean and std (or pass them
-    through, when disabled: the state is still there, so checkpoints keep one layout)."""
+class RunningNormalizer:
+    """Running statistics of values of shape `shape` (observations, discounted returns), and
+    normalisation by them; when disabled it passes values through and learns nothing, but the
+    state is still there, so checkpoints keep one layout."""
 
     def __init__(self, shape: tuple[int, ...], enabled: bool = True, std_min: float = 1e-6, std_max: float = 1e6):
         self.shape, self.enabled = tuple(shape), enabled
@@ -34,16 +36,16 @@ class ObsNormalizer:
         zeros = jnp.zeros(self.shape, jnp.float32)
         return RunningStats(count=jnp.zeros((), jnp.float32), mean=zeros, m2=zeros, std=jnp.ones(self.shape, jnp.float32))
 
-    def update(self, stats: RunningStats, obs: jax.Array, weights: jax.Array | None = None) -> RunningStats:
+    def update(self, stats: RunningStats, values: jax.Array, weights: jax.Array | None = None) -> RunningStats:
         """Merge a batch `[..., *shape]` with per-sample `weights` `[...]` (default all 1)."""
         if not self.enabled:
             return stats
-        obs = obs.reshape(-1, *self.shape).astype(jnp.float32)
-        w = jnp.ones(obs.shape[0], jnp.float32) if weights is None else weights.reshape(-1).astype(jnp.float32)
-        w_obs = w.reshape(-1, *([1] * len(self.shape)))
+        values = values.reshape(-1, *self.shape).astype(jnp.float32)
+        w = jnp.ones(values.shape[0], jnp.float32) if weights is None else weights.reshape(-1).astype(jnp.float32)
+        w_values = w.reshape(-1, *([1] * len(self.shape)))
         batch_count = jnp.sum(w)
-        batch_mean = jnp.sum(w_obs * obs, axis=0) / jnp.maximum(batch_count, 1.0)
-        batch_m2 = jnp.sum(w_obs * (obs - batch_mean) ** 2, axis=0)
+        batch_mean = jnp.sum(w_values * values, axis=0) / jnp.maximum(batch_count, 1.0)
+        batch_m2 = jnp.sum(w_values * (values - batch_mean) ** 2, axis=0)
         count = stats.count + batch_count
         delta = batch_mean - stats.mean
         share = batch_count / jnp.maximum(count, 1.0)
@@ -53,7 +55,7 @@ class ObsNormalizer:
         std = jnp.where(count > 0, std, stats.std)
         return RunningStats(count=count, mean=mean, m2=m2, std=std)
 
-    def __call__(self, stats: RunningStats, obs: jax.Array) -> jax.Array:
+    def __call__(self, stats: RunningStats, values: jax.Array) -> jax.Array:
         if not self.enabled:
-            return obs
-        return (obs - stats.mean) / stats.std
+            return values
+        return (values - stats.mean) / stats.std

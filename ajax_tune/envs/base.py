@@ -38,10 +38,6 @@ class Episode:
     post_done: jax.Array  # bool: this transition happened after the episode ended
     ret: jax.Array  # float32: undiscounted return of this episode so far
 
-    @property
-    def length(self) -> jax.Array:
-        return self.step
-
     @classmethod
     def zeros(cls) -> Episode:
         return cls(
@@ -127,10 +123,6 @@ class Env(abc.ABC):
     @property
     def has_success(self) -> bool:
         return "success" in self.info_keys
-
-    @property
-    def is_discrete(self) -> bool:
-        return isinstance(self.action_space, gymnasium.spaces.Discrete)
 
     def default_task(self) -> dict[str, np.ndarray]:
         return {

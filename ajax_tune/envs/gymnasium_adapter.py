@@ -35,11 +35,13 @@ def run_in_gymnasium(
     episodes: int = 10,
     seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
+    on_episode: Callable[[int], Any] | None = None,
 ) -> dict:
     """Run `policy` (one numpy observation -> action) for `episodes` episodes of `env_id`.
 
     The first reset is seeded with `seed` and later ones continue its random stream, so the
     result is reproducible. Returns per-episode `returns` and `lengths` and their mean and std.
+    `on_episode(n)` is called after the n-th episode (a progress display).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
@@ -57,6 +59,8 @@ def run_in_gymnasium(
                 done = terminated or truncated
             returns.append(ret)
             lengths.append(length)
+            if on_episode is not None:
+                on_episode(episode + 1)
     finally:
         env.close()
     return {

@@ -11,11 +11,12 @@ import path:
 from __future__ import annotations
 
 import copy
-import difflib
 from collections.abc import Mapping
 from typing import Any
 
 from ajax_tune.errors import ConfigError
+from ajax_tune.fields import check_keys
+from ajax_tune.imports import Registry
 from ajax_tune.samplers.base import TaskSampler
 from ajax_tune.samplers.learning_progress import LearningProgress
 from ajax_tune.samplers.plr import PrioritizedLevelReplay
@@ -24,6 +25,7 @@ from ajax_tune.samplers.stats import EnvStats, TaskHistogram
 from ajax_tune.samplers.uniform import Uniform
 
 SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "plr": PrioritizedLevelReplay}
+_REGISTRY = Registry("task_sampler", SAMPLERS, imports="module:Class", unknown="task_sampler: unknown sampler")
 
 __all__ = ["SAMPLERS", "EnvStats", "LearningProgress", "PrioritizedLevelReplay", "TaskHistogram", "TaskSampler",
            "TaskSpace", "Uniform", "make_sampler"]
@@ -32,8 +34,6 @@ __all__ = ["SAMPLERS", "EnvStats", "LearningProgress", "PrioritizedLevelReplay",
 def make_sampler(spec: Any) -> TaskSampler:
     """A fresh sampler from an instance (copied, so runs never share one), a class, a name, a
     "module:Class" string, or {"name" | "class": ..., "kwargs": {...}} as written in YAML."""
-    from ajax_tune.config import check_keys, resolve_import
-
     if isinstance(spec, TaskSampler):
         return copy.deepcopy(spec)
     kwargs: Mapping = {}
@@ -46,15 +46,7 @@ def make_sampler(spec: Any) -> TaskSampler:
         if not isinstance(kwargs, Mapping):
             raise ConfigError(f"task_sampler.kwargs must be a mapping, got {kwargs!r}")
         spec = spec.get("name", spec.get("class"))
-    if isinstance(spec, str) and ":" not in spec:
-        if spec not in SAMPLERS:
-            close = difflib.get_close_matches(spec, list(SAMPLERS), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"task_sampler: unknown sampler {spec!r}{hint} Known: {', '.join(SAMPLERS)}, "
-                              "or a 'module:Class' path")
-        cls = SAMPLERS[spec]
-    else:
-        cls = resolve_import(spec, "task_sampler")
+    cls = _REGISTRY.resolve(spec) if isinstance(spec, str) else spec
     if not (isinstance(cls, type) and issubclass(cls, TaskSampler)):
         raise ConfigError(f"task_sampler: {cls!r} is not a TaskSampler subclass")
     try:

@@ -66,10 +66,10 @@ class TaskSampler:
         self.draws += 1
         return self._sample(int(num_envs))
 
-    def update(self, stats: Mapping[str, np.ndarray] | EnvStats) -> None:
-        """Learn from one call's per-env statistics ([num_seeds, num_envs] arrays)."""
+    def update(self, stats: EnvStats) -> None:
+        """Learn from one call's per-env statistics."""
         self._check_bound()
-        self._update(stats if isinstance(stats, EnvStats) else EnvStats.from_arrays(stats))
+        self._update(stats)
 
     def metrics(self) -> dict[str, float]:
         """Keys added to every result: the same keys every call, NaN where undefined."""

@@ -127,7 +127,7 @@ class PrioritizedLevelReplay(TaskSampler):
         signal = stats.per_env(stats.learning_signal)
         if np.all(np.isnan(signal)):
             raise ValueError("PrioritizedLevelReplay scores levels by the agent's learning signal "
-                             "(per_env/learning_signal), and this agent reports none")
+                             "(the third value its update returns), and this agent reports none")
         counted = (~np.isnan(signal)).sum(axis=0)
         scores = np.where(counted > 0, np.nansum(signal, axis=0) / np.maximum(counted, 1), np.nan)
         ran = np.ones(stats.num_envs, bool)

@@ -1,9 +1,9 @@
 """Per-env statistics of one call, as samplers read them, and the task histogram results carry.
 
-The loop reports, per seed and env (`[num_seeds, num_envs]`), the task the env ran
-(`per_env/task/<field>`), the episodes it finished, their return and success sums, the steps it
-took and a learning signal from the agent. Every env of every seed is one sample of its task:
-seeds train the same tasks, so they are extra evidence about them, not other tasks.
+The loop reports, per seed and env (`CallStats`, `[num_seeds, num_envs]`), the task the env ran,
+the episodes it finished, their return and success sums, the steps it took and a learning
+signal from the agent. Every env of every seed is one sample of its task: seeds train the same
+tasks, so they are extra evidence about them, not other tasks.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-PREFIX = "per_env/"
-TASK_PREFIX = "per_env/task/"
-HISTOGRAM_PREFIX = "tasks/"
+from ajax_tune.call_output import CallStats
+from ajax_tune.keys import HISTOGRAM_PREFIX
+
 MAX_HISTOGRAM_BINS = 16
 
 
@@ -33,19 +33,21 @@ class EnvStats:
     steps: np.ndarray
 
     @classmethod
-    def from_arrays(cls, stats: Mapping[str, np.ndarray]) -> EnvStats:
-        episodes = np.asarray(stats[PREFIX + "episodes"], np.float64)
+    def from_call(cls, stats: CallStats) -> EnvStats:
+        """From the loop's per-env sums of one call (on the host)."""
+        episodes = np.asarray(stats.episodes, np.float64)
         if episodes.ndim != 2:
-            raise ValueError(f"per-env statistics are [num_seeds, num_envs], got {PREFIX}episodes of shape {episodes.shape}")
+            raise ValueError(f"per-env statistics are [num_seeds, num_envs], got episodes of shape {episodes.shape}")
         num_seeds, num_envs = episodes.shape
-        flat = lambda x: np.asarray(x).reshape(num_seeds * num_envs, *np.shape(x)[2:])
-        nan = np.full(episodes.shape, np.nan)
-        get = lambda name: flat(np.asarray(stats.get(PREFIX + name, nan), np.float64))
+        flat = lambda x: np.asarray(x).reshape(num_seeds * num_envs, *np.shape(x)[2:])  # noqa: E731
+        # the mean in the loop's own precision (float32), as the signal always reached samplers
+        count = np.asarray(stats.signal_count)
+        signal = np.asarray(stats.signal_sum) / np.where(count > 0, count, np.nan).astype(count.dtype)
         return cls(
-            num_seeds=num_seeds, num_envs=num_envs,
-            tasks={k[len(TASK_PREFIX):]: flat(v) for k, v in stats.items() if k.startswith(TASK_PREFIX)},
-            episodes=flat(episodes), return_sum=get("return_sum"), success_sum=get("success_sum"),
-            learning_signal=get("learning_signal"), steps=get("steps"),
+            num_seeds=num_seeds, num_envs=num_envs, tasks={k: flat(v) for k, v in stats.task.items()},
+            episodes=flat(episodes), return_sum=flat(np.asarray(stats.return_sum, np.float64)),
+            success_sum=flat(np.asarray(stats.success_sum, np.float64)), learning_signal=flat(signal.astype(np.float64)),
+            steps=flat(np.asarray(stats.steps, np.float64)),
         )
 
     def per_env(self, values: np.ndarray) -> np.ndarray:

@@ -35,7 +35,7 @@ loop = TrainLoop(env, agent, LoopConfig(
 
 def run(seed):
     state, rows = loop.train(loop.init(seed=seed))
-    rows = jax.device_get(rows)
+    rows = jax.device_get(rows).rows
     return float(np.sum(rows["train/useful_steps"])), float(np.nanmean(rows["eval/return"][:, -1]))
 
 

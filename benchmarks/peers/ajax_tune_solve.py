@@ -36,7 +36,7 @@ seeds_solved = [None] * config.train.num_seeds
 while loop.timestep(state) < config.train.total_timesteps:
     t0 = time.perf_counter()
     state, rows = loop.train(state)
-    rows = jax.device_get(rows)
+    rows = jax.device_get(rows).rows
     now = time.perf_counter()
     first_call_s = first_call_s or now - t0
     per_seed = np.asarray(rows[metric])[:, -1]  # the call's last update holds its evaluation

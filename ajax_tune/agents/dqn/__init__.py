@@ -1,4 +1,4 @@
-from ajax_tune.agents.dqn.agent import DQN, DQNState, DQNTransition, epsilon
-from ajax_tune.agents.dqn.config import DQNConfig
+from ajax_tune.agents.dqn.agent import DQN, DQNState, epsilon
+from ajax_tune.agents.dqn.config import DQNConfig, DQNHparams
 
-__all__ = ["DQN", "DQNConfig", "DQNState", "DQNTransition", "epsilon"]
+__all__ = ["DQN", "DQNConfig", "DQNHparams", "DQNState", "epsilon"]

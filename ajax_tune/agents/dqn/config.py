@@ -1,17 +1,20 @@
 """DQN hyperparameters, each marked static (fixes shapes or the program: changing it rebuilds)
-or traced (an array in the agent's state: Tune may change it between calls for free)."""
+or traced (an array in the agent's state: Tune may change it between calls for free). The
+checks that the replay settings fit together are the off-policy base's."""
 
 from __future__ import annotations
 
 import dataclasses
 
+from ajax_tune.agents.hparams import hparams_type
 from ajax_tune.agents.networks import ACTIVATIONS
-from ajax_tune.fields import ConfigError, static, traced, validate
+from ajax_tune.agents.offpolicy import OffPolicyConfig
+from ajax_tune.fields import static, traced
 from ajax_tune.schedules import Schedule
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
+class DQNConfig(OffPolicyConfig):
     num_envs: int = static(16, ge=1, doc="envs stepped in lock-step per seed")
     unroll_length: int = static(8, ge=1, doc="steps per env between updates")
     utd_ratio: float = static(0.25, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
@@ -20,36 +23,19 @@ class DQNConfig:
     learning_starts: int = static(2_000, ge=0, doc="env steps collected before the first gradient step")
     target_update_every: int = static(1, ge=1, doc="gradient steps between target-network updates")
     hidden_sizes: tuple[int, ...] = static((64, 64), ge=1, doc="widths of the Q-network")
-    activation: str = static("relu", choices=tuple(ACTIVATIONS))
+    activation: str = static("relu", choices=tuple(ACTIVATIONS), doc="hidden-layer activation")
     normalize_observations: bool = static(False, doc="running mean and std of observations")
     lr: Schedule = traced(Schedule(kind="linear", peak=1e-3),
                           doc="learning-rate schedule; decaying to 0 over the run lets the greedy policy settle "
                               "instead of oscillating with the moving target")
-    gamma: float = traced(0.99, ge=0.0, le=1.0)
+    gamma: float = traced(0.99, ge=0.0, le=1.0, doc="discount factor")
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="target update rate: 1 copies the online network")
-    max_grad_norm: float = traced(10.0, gt=0.0)
+    max_grad_norm: float = traced(10.0, gt=0.0, doc="global-norm clipping of each gradient")
     huber_delta: float = traced(100.0, gt=0.0, doc="TD errors beyond it get a constant gradient in the Huber loss")
     epsilon_start: float = traced(1.0, ge=0.0, le=1.0, doc="exploration at the start of the run")
     epsilon_end: float = traced(0.05, ge=0.0, le=1.0, doc="exploration once the decay is over")
     epsilon_decay_fraction: float = traced(0.25, ge=0.0, le=1.0,
                                            doc="share of total_timesteps over which epsilon decays linearly")
 
-    def __post_init__(self):
-        validate(self, "agent")
-        per_update = self.num_envs * self.unroll_length
-        if self.capacity < per_update:
-            raise ConfigError(
-                f"agent.capacity ({self.capacity}) must hold at least one unroll of num_envs * unroll_length = "
-                f"{self.num_envs} * {self.unroll_length} = {per_update} transitions")
-        if self.batch_size > self.capacity:
-            raise ConfigError(f"agent.batch_size ({self.batch_size}) must not exceed agent.capacity ({self.capacity})")
-        steps = self.utd_ratio * per_update
-        if abs(steps - round(steps)) > 1e-9 or round(steps) < 1:
-            raise ConfigError(
-                f"agent.utd_ratio ({self.utd_ratio}) times num_envs * unroll_length ({per_update}) must be a whole "
-                f"number of gradient steps per update (>= 1), got {steps:g}")
 
-    @property
-    def gradient_steps(self) -> int:
-        """Gradient steps after each unroll: the update-to-data ratio, made a static count."""
-        return int(round(self.utd_ratio * self.num_envs * self.unroll_length))
+DQNHparams = hparams_type(DQNConfig)

@@ -15,11 +15,11 @@ import jax.numpy as jnp
 from flax import struct
 
 from ajax_tune.agents import distributions
-from ajax_tune.agents.base import Clock, action_scale
-from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, replace_hparams, scheduled
+from ajax_tune.agents.base import AgentBase, Clock, action_scale
+from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
 from ajax_tune.agents.networks import MLP
-from ajax_tune.agents.normalization import ObsNormalizer, RunningStats
-from ajax_tune.agents.ppo.config import PPOConfig
+from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
+from ajax_tune.agents.ppo.config import PPOConfig, PPOHparams
 from ajax_tune.agents.ppo.losses import gae, ppo_loss
 from ajax_tune.envs.base import EnvState
 
@@ -31,7 +31,7 @@ class PPOState:
     obs_norm: RunningStats
     return_norm: RunningStats
     return_acc: jax.Array  # [num_envs] discounted return so far, for reward scaling
-    hp: dict  # traced hyperparameters
+    hp: PPOHparams  # traced hyperparameters
 
 
 @struct.dataclass
@@ -46,22 +46,21 @@ class PPOTransition:
     next_obs: jax.Array  # the true successor, also when the env is reset right after
 
 
-class PPO:
+class PPO(AgentBase):
     reset_modes = ("next_step", "unroll_start")
-    latest_metrics = ("lr",)
+    metric_keys = ("loss/policy", "loss/value", "loss/entropy", "loss/approx_kl", "loss/clip_fraction", "grad_norm",
+                   "lr")
 
     def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
-        self.config = config
-        self.num_envs = config.num_envs
-        self.unroll_length = config.unroll_length
+        super().__init__(config)
         self.obs_shape = tuple(observation_space.shape)
         self.dist = distributions.for_space(action_space)
         self.to_env = action_scale(action_space)
         self.policy = MLP(config.hidden_sizes, self.dist.param_size, config.activation, out_scale=0.01)
         self.value = MLP(config.hidden_sizes, 1, config.activation, out_scale=1.0)
         self.optimizer = Optimizer(eps=1e-5)
-        self.obs_norm = ObsNormalizer(self.obs_shape, config.normalize_observations)
-        self.return_norm = ObsNormalizer((), config.normalize_rewards)
+        self.obs_norm = RunningNormalizer(self.obs_shape, config.normalize_observations)
+        self.return_norm = RunningNormalizer((), config.normalize_rewards)  # of the discounted return
 
     # -- state ---------------------------------------------------------------------------
 
@@ -77,9 +76,6 @@ class PPO:
             return_acc=jnp.zeros((self.num_envs,), jnp.float32),
             hp=init_hparams(self.config),
         )
-
-    def with_hparams(self, state: PPOState, config: PPOConfig) -> PPOState:
-        return state.replace(hp=replace_hparams(state.hp, config))
 
     def health(self, state: PPOState, metrics: dict) -> dict[str, jax.Array]:
         return {"params": all_finite(state.params), "opt_state": all_finite(state.opt_state),
@@ -108,7 +104,7 @@ class PPO:
     # -- learning ------------------------------------------------------------------------
 
     def _scale_rewards(self, state: PPOState, batch: PPOTransition, mask):
-        gamma = state.hp["gamma"]
+        gamma = state.hp.gamma
 
         def accumulate(acc, xs):
             reward, done = xs
@@ -133,7 +129,7 @@ class PPO:
         value = self._value(state.params["value"], obs)
         next_value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.next_obs))
         advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated,
-                                hp["gamma"], hp["gae_lambda"])
+                                hp.gamma, hp.gae_lambda)
         # The learning signal for task samplers: mean positive advantage per env ("positive
         # value loss" in prioritized level replay).
         steps = jnp.sum(mask, axis=0)
@@ -143,14 +139,14 @@ class PPO:
         data = {"obs": obs, "action": batch.action, "log_prob": batch.log_prob,
                 "advantage": advantage, "target": target, "mask": mask}
         data = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data)
-        lr = scheduled(hp["lr"], clock)
+        lr = scheduled(hp.lr, clock)
 
         def minibatch_step(carry, xs):
             params, opt_state = carry
             minibatch, k = xs
             grads, metrics = jax.grad(ppo_loss, has_aux=True)(
                 params, minibatch, hp, k, self.policy.apply, self._value, self.dist)
-            params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp["max_grad_norm"])
+            params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp.max_grad_norm)
             return (params, opt_state), {**metrics, "grad_norm": grad_norm}
 
         # Every epoch's shuffle is drawn up front (one batched sort and gather rather than one

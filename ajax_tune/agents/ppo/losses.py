@@ -44,19 +44,19 @@ def ppo_loss(params, batch, hp, key, policy_fn, value_fn, dist):
     mean = masked_mean(adv, mask)
     std = jnp.sqrt(masked_mean((adv - mean) ** 2, mask))
     adv = (adv - mean) / (std + 1e-8)
-    clipped = jnp.clip(ratio, 1.0 - hp["clip_eps"], 1.0 + hp["clip_eps"])
+    clipped = jnp.clip(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps)
     policy_loss = masked_mean(-jnp.minimum(ratio * adv, clipped * adv), mask)
 
     value = value_fn(params["value"], batch["obs"])
     value_loss = masked_mean(0.5 * (value - batch["target"]) ** 2, mask)
     entropy = masked_mean(dist.entropy(logits, key), mask)
 
-    total = policy_loss + hp["vf_coef"] * value_loss - hp["ent_coef"] * entropy
+    total = policy_loss + hp.vf_coef * value_loss - hp.ent_coef * entropy
     metrics = {
         "loss/policy": policy_loss,
         "loss/value": value_loss,
         "loss/entropy": entropy,
         "loss/approx_kl": masked_mean((ratio - 1.0) - log_ratio, mask),
-        "loss/clip_fraction": masked_mean((jnp.abs(ratio - 1.0) > hp["clip_eps"]).astype(jnp.float32), mask),
+        "loss/clip_fraction": masked_mean((jnp.abs(ratio - 1.0) > hp.clip_eps).astype(jnp.float32), mask),
     }
     return total, metrics

@@ -1,4 +1,4 @@
-from ajax_tune.agents.sac.agent import SAC, SACState, SACTransition
-from ajax_tune.agents.sac.config import SACConfig
+from ajax_tune.agents.sac.agent import SAC, SACState
+from ajax_tune.agents.sac.config import SACConfig, SACHparams
 
-__all__ = ["SAC", "SACConfig", "SACState", "SACTransition"]
+__all__ = ["SAC", "SACConfig", "SACHparams", "SACState"]

@@ -2,20 +2,23 @@
 or traced (an array in the training state: Tune may change it between calls for free).
 
 `learning_starts` is static on purpose: the update compares it with the loop's clock, which all
-seeds share, so "learn or only store" stays a real branch rather than running both sides.
+seeds share, so "learn or only store" stays a real branch rather than running both sides. The
+checks that the replay settings fit together are the off-policy base's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from ajax_tune.agents.hparams import hparams_type
 from ajax_tune.agents.networks import ACTIVATIONS
-from ajax_tune.fields import ConfigError, static, traced, validate
+from ajax_tune.agents.offpolicy import OffPolicyConfig
+from ajax_tune.fields import static, traced
 from ajax_tune.schedules import Schedule
 
 
 @dataclasses.dataclass(frozen=True)
-class SACConfig:
+class SACConfig(OffPolicyConfig):
     num_envs: int = static(4, ge=1, doc="envs stepped in lock-step per seed")
     unroll_length: int = static(8, ge=1, doc="steps per env between updates")
     utd_ratio: float = static(1.0, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
@@ -24,35 +27,17 @@ class SACConfig:
     learning_starts: int = static(1_000, ge=0, doc="env steps per seed of uniform random actions, without "
                                                    "gradient steps, before learning begins")
     hidden_sizes: tuple[int, ...] = static((256, 256), ge=1, doc="widths of the actor and critic MLPs")
-    activation: str = static("relu", choices=tuple(ACTIVATIONS))
+    activation: str = static("relu", choices=tuple(ACTIVATIONS), doc="hidden-layer activation")
     normalize_observations: bool = static(False, doc="running mean and std of observations")
     init_alpha: float = static(1.0, gt=0.0, doc="entropy temperature at the start of a run")
     lr: Schedule = traced(Schedule(kind="constant", peak=3e-4), doc="learning-rate schedule (actor, critics "
                                                                      "and temperature)")
-    gamma: float = traced(0.99, ge=0.0, le=1.0)
+    gamma: float = traced(0.99, ge=0.0, le=1.0, doc="discount factor")
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="soft target update: target += tau * (online - target)")
     target_entropy_scale: float = traced(1.0, ge=-0.5, doc="target entropy = scale * -action_dim; the "
                                                            "temperature is learned toward it")
     max_grad_norm: float = traced(1000.0, gt=0.0, doc="global-norm clipping of each gradient; high by default, "
                                                        "so only runaway gradients are clipped")
 
-    def __post_init__(self):
-        validate(self, "agent")
-        per_update = self.num_envs * self.unroll_length
-        steps = self.utd_ratio * per_update
-        if abs(steps - round(steps)) > 1e-9:
-            raise ConfigError(
-                f"agent.utd_ratio ({self.utd_ratio}) times num_envs * unroll_length ({self.num_envs} * "
-                f"{self.unroll_length} = {per_update}) must be a whole number of gradient steps per update, "
-                f"got {steps:g}")
-        if self.capacity < per_update:
-            raise ConfigError(
-                f"agent.capacity ({self.capacity}) must hold at least one update's transitions, "
-                f"num_envs * unroll_length = {per_update}")
-        if self.batch_size > self.capacity:
-            raise ConfigError(f"agent.batch_size ({self.batch_size}) must not exceed agent.capacity ({self.capacity})")
 
-    @property
-    def gradient_steps(self) -> int:
-        """Gradient steps per update: `utd_ratio * num_envs * unroll_length`, a whole number."""
-        return int(round(self.utd_ratio * self.num_envs * self.unroll_length))
+SACHparams = hparams_type(SACConfig)

@@ -23,12 +23,6 @@ def soft_target(batch, next_action, next_log_prob, target_q, alpha, gamma):
     return jax.lax.stop_gradient(batch.reward + gamma * not_terminal * next_v)
 
 
-def critic_loss(critic_params, critic_fn, obs, action, target):
-    q = critic_fn(critic_params, obs, action)  # [2, batch]
-    loss = jnp.sum(jnp.mean((q - target) ** 2, axis=-1))
-    return loss, q
-
-
 def actor_loss(actor_params, critic_params, policy_fn, critic_fn, dist, obs, alpha, key):
     action, log_prob = sample_action(policy_fn, dist, actor_params, obs, key)
     q = jnp.min(critic_fn(critic_params, obs, action), axis=0)

@@ -1,7 +1,9 @@
-"""Curricula: RLlib's `env_task_fn` API, a TaskSettable view of a trial's envs, and callbacks.
+"""Curricula: RLlib's `env_task_fn` API, callbacks, and the built-in ones.
 
-After every `train()` the runner hands the result to `env_task_fn(train_results,
-task_settable_env, env_ctx)` and then to each callback's `on_train_result(runner, result)`.
+After every `train()` the trial's `Curriculum` (`ajax_tune.curriculum.member`) hands the result
+to `env_task_fn(train_results, task_settable_env, env_ctx)` and then to each callback's
+`on_train_result(control, result)`, where `control` is the trial's `TaskControl`: its tasks
+(`get_task`, `set_task`, `num_envs`, `task_spec`, `validate_task`, `levels`), never the runner.
 Either may set a new task; it is validated first, so a task that does not fit leaves the trial
 untouched. A callback's own state (a level, its counters) goes into every checkpoint, so a
 curriculum survives a restore and travels with a PBT exploit.
@@ -13,88 +15,39 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ajax_tune import keys
 from ajax_tune.config import ConfigError, resolve_import
+from ajax_tune.curriculum.member import Curriculum, CurriculumError
 from ajax_tune.levels import level_list
+from ajax_tune.task_control import EnvContext, TaskControl, TaskSettableEnv
 
-if TYPE_CHECKING:
-    from ajax_tune.runner import Runner
-
-
-class EnvContext(dict):
-    """What `env_task_fn` learns about the envs it steers (a dict with attribute access, like
-    RLlib's EnvContext): `env_config`, `num_envs`, `num_seeds`, `trial_id`, `worker_index`."""
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self[name]
-        except KeyError:
-            raise AttributeError(name) from None
-
-
-class TaskSettableEnv:
-    """A trial's envs seen as one RLlib-style TaskSettableEnv.
-
-    `get_task()` is the task evaluations run on; `get_tasks()` holds one task per env.
-    `set_task(task)` applies one task to every env, or a batch (leading axis = number of envs)
-    one per env.
-
-    With `env.levels` it speaks level numbers, as RLlib's documented curricula expect:
-    `get_task()` returns the level (an int), `get_tasks()` one level per env (-1 where an env
-    runs a task that is no level), and `set_task` takes a level, or a list of one per env.
-    Mappings are still accepted.
-    """
-
-    def __init__(self, runner: Runner):
-        self._runner = runner
-
-    @property
-    def task_spec(self):
-        return self._runner.env.task_spec
-
-    @property
-    def num_envs(self) -> int:
-        return self._runner.loop.venv.num_envs
-
-    @property
-    def levels(self):
-        """The env's `Levels` (None without `env.levels`)."""
-        return self._runner.levels
-
-    def get_task(self) -> dict[str, Any] | int:
-        if self._runner.levels is not None:
-            return self._runner.get_level()
-        return self._runner.get_task()
-
-    def get_tasks(self) -> dict[str, np.ndarray] | np.ndarray:
-        if self._runner.levels is not None:
-            return self._runner.get_level(per_env=True)
-        return self._runner.get_task(per_env=True)
-
-    def set_task(self, task: Any, eval_task: Any = None) -> None:
-        self._runner.set_task(task, eval_task=eval_task)
+__all__ = ["Callback", "Curriculum", "CurriculumError", "EnvContext", "TaskControl", "TaskSettableEnv",
+           "ThresholdCurriculum", "grow_when_solved", "make_callback"]
 
 
 class Callback:
-    """Hooks into a runner's life. Override what you need; all default to doing nothing.
+    """Hooks into a trial's life. Override what you need; all default to doing nothing.
 
+    Each hook's first argument is the trial's `TaskControl`: its tasks, and for callbacks that
+    inspect more, its `state`, `iteration`, `trial_id` and the curriculum's `sampler`.
     State returned by `get_state` must be JSON-serialisable; it is saved with every checkpoint
     and handed back to `set_state` on restore. `metrics` adds keys to every result (the same keys
     every time).
     """
 
-    def on_setup(self, runner: Runner) -> None: ...
+    def on_setup(self, control: TaskControl) -> None: ...
 
-    def on_train_result(self, runner: Runner, result: dict) -> None: ...
+    def on_train_result(self, control: TaskControl, result: dict) -> None: ...
 
-    def on_task_change(self, runner: Runner, old_task: dict, new_task: dict) -> None: ...
+    def on_task_change(self, control: TaskControl, old_task: dict, new_task: dict) -> None: ...
 
-    def on_checkpoint_save(self, runner: Runner, checkpoint_dir: str) -> None: ...
+    def on_checkpoint_save(self, control: TaskControl, checkpoint_dir: str) -> None: ...
 
-    def on_checkpoint_load(self, runner: Runner, checkpoint_dir: str) -> None: ...
+    def on_checkpoint_load(self, control: TaskControl, checkpoint_dir: str) -> None: ...
 
     def get_state(self) -> dict:
         return {}
@@ -138,15 +91,15 @@ class ThresholdCurriculum(Callback):
         self.demote_patience, self.mix_earlier, self.seed = int(demote_patience), float(mix_earlier), int(seed)
         self.level, self.above, self.below, self.changes = 0, 0, 0, 0
 
-    def on_setup(self, runner):
+    def on_setup(self, control):
         for i, level in enumerate(self.levels):  # every level must fit the env, before training
             try:
-                runner.env.validate_task(level)
+                control.validate_task(level)
             except ValueError as exc:
                 raise ConfigError(f"ThresholdCurriculum level {i}: {exc}") from None
-        self._apply(runner)
+        self._apply(control)
 
-    def on_train_result(self, runner, result):
+    def on_train_result(self, control, result):
         value = result.get(self.metric)
         if value is None:
             raise KeyError(f"ThresholdCurriculum: metric {self.metric!r} is not in the result; "
@@ -163,20 +116,20 @@ class ThresholdCurriculum(Callback):
             return
         self.above = self.below = 0
         self.changes += 1
-        self._apply(runner)
+        self._apply(control)
 
-    def _apply(self, runner):
+    def _apply(self, control):
         current = self.levels[self.level]
         if self.mix_earlier <= 0.0 or self.level == 0:
-            runner.set_task(current)
+            control.set_task(current)
             return
-        num_envs = runner.loop.venv.num_envs
+        num_envs = control.num_envs
         rng = np.random.default_rng([self.seed, self.level, self.changes])
         earlier = int(round(self.mix_earlier * num_envs))
         picks = [self.level] * (num_envs - earlier) + list(rng.integers(0, self.level, earlier))
-        tasks = [runner.env.validate_task(self.levels[i], current=runner.get_task()) for i in picks]
+        tasks = [control.validate_task(self.levels[i], current=control.get_task()) for i in picks]
         batch = {k: np.stack([t[k] for t in tasks]) for k in tasks[0]}
-        runner.set_task(batch, eval_task=current)
+        control.set_task(batch, eval_task=current)
 
     def get_state(self):
         return {"level": self.level, "above": self.above, "below": self.below, "changes": self.changes}
@@ -186,7 +139,7 @@ class ThresholdCurriculum(Callback):
         self.below, self.changes = int(state["below"]), int(state["changes"])
 
     def metrics(self):
-        return {"curriculum/level": float(self.level)}
+        return {keys.LEVEL: float(self.level)}
 
 
 def grow_when_solved(

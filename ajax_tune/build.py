@@ -1,0 +1,109 @@
+"""A trial's parts, built from its config in one place.
+
+`Runner.check` builds them to find every mistake before compiling, `result_keys` to learn what
+a result will hold, and the `Runner` to train with them; the three cannot disagree because they
+call the same functions. Building never compiles and never starts JAX's backends: the env and
+the agent are Python objects, the tasks numpy arrays.
+
+Two kinds of part: the program (`build_loop`: the env and the compiled loop, rebuilt only when a
+static setting changes) and the run (`build_run`: the starting task, the levels, the task
+sampler, the held-out set and the curriculum's functions, new for every run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+
+from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
+from ajax_tune.curriculum import Curriculum, make_callback
+from ajax_tune.curriculum.member import callable_name
+from ajax_tune.envs import EpisodeWrapper, make_env
+from ajax_tune.levels import Levels
+from ajax_tune.loop import TrainLoop
+from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
+from ajax_tune.task_control import EnvContext, TaskControl
+
+
+@dataclasses.dataclass
+class RunParts:
+    """What a fresh run of a config starts from, besides the program."""
+
+    levels: Levels | None
+    start_task: dict
+    sampler: TaskSampler | None
+    histogram: TaskHistogram | None
+    heldout: dict | None  # field -> [num_heldout, *shape]
+    env_task_fn: Callable | None
+    callbacks: list = dataclasses.field(default_factory=list)
+
+    def curriculum(self, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
+        """The run's curriculum over `control`: these parts, owned by it from here on."""
+        return Curriculum(control, env_ctx, env_task_fn=self.env_task_fn, callbacks=self.callbacks,
+                          sampler=self.sampler, histogram=self.histogram)
+
+
+def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
+    """The wrapped env and the training loop (traced and compiled later, on first use)."""
+    try:
+        env = make_env(cfg.env.name, **cfg.env.kwargs)
+    except (KeyError, ImportError) as exc:
+        raise ConfigError(f"env.name: {exc.args[0]}") from None
+    except TypeError as exc:
+        raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
+    wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
+    agent_cls, _ = resolve_agent(cfg.agent_name)
+    agent = agent_cls(cfg.agent, env.observation_space, env.action_space)
+    check_run = getattr(agent, "check_run", None)
+    if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
+        check_run(cfg.train)
+    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=cfg.num_heldout)
+
+
+def build_run(cfg: Config, env) -> RunParts:
+    """The parts of a fresh run, each checked against the env."""
+    levels, start_task = start_task_of(env, cfg)
+    sampler = make_task_sampler(env, cfg, levels, start_task)
+    return RunParts(
+        levels=levels, start_task=start_task, sampler=sampler, histogram=histogram(env, sampler),
+        heldout=None if cfg.heldout is None else cfg.heldout.batch(env, base=start_task),
+        env_task_fn=resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None,
+        callbacks=[make_callback(spec) for spec in cfg.callbacks],
+    )
+
+
+def start_task_of(env, cfg: Config) -> tuple[Levels | None, dict]:
+    """The env's levels (if any) and the task training starts on, checked against the env."""
+    if cfg.env.levels is None:
+        return None, env.validate_task(cfg.env.task)
+    levels = Levels(env, cfg.env.levels, base=cfg.env.task, overflow=cfg.env.level_overflow)
+    return levels, levels.task(cfg.env.level)
+
+
+def make_task_sampler(env, cfg: Config, levels: Levels | None, start_task: dict) -> TaskSampler | None:
+    """The trial's task sampler, its space checked against the env (None without one)."""
+    if cfg.task_sampler is None:
+        return None
+    env_levels = None if levels is None else levels.tasks
+    return make_sampler(cfg.task_sampler).bind(env, base=start_task, env_levels=env_levels)
+
+
+def histogram(env, sampler: TaskSampler | None) -> TaskHistogram | None:
+    """Result keys for the share of envs per part of each sampled field's range."""
+    if sampler is None:
+        return None
+    ranges = sampler.space.ranges()
+    return TaskHistogram(ranges, {k: env.task_spec[k].is_integer for k in ranges}) if ranges else None
+
+
+def named_metrics(parts: RunParts) -> dict[str, str]:
+    """Where a curriculum names a result key to watch: who names it -> the key."""
+    named = {}
+    task_fn = parts.env_task_fn
+    if isinstance(task_fn, functools.partial) and isinstance(task_fn.keywords.get("metric"), str):
+        named[f"env_task_fn {callable_name(task_fn)}"] = task_fn.keywords["metric"]
+    for i, cb in enumerate(parts.callbacks):
+        if isinstance(getattr(cb, "metric", None), str):
+            named[f"callbacks[{i}] ({type(cb).__name__})"] = cb.metric
+    return named

@@ -1,0 +1,42 @@
+"""What one call of the training loop returns besides the state, as typed structs.
+
+They cross from the jitted call to the host as they are: `evaluation.summarize` reduces a
+`CallOutput` to a result's floats, `samplers.stats.EnvStats.from_call` turns its `CallStats`
+into what task samplers learn from, and `evaluation.Health` reads its health. No string key is
+parsed back on the way.
+"""
+
+from __future__ import annotations
+
+import jax
+from flax import struct
+
+from ajax_tune.envs.base import Task
+
+
+@struct.dataclass
+class CallStats:
+    """Per-env sums over one call (`[num_envs]` per seed): what task samplers learn from."""
+
+    episodes: jax.Array  # episodes finished
+    return_sum: jax.Array
+    success_sum: jax.Array  # NaN where the env reports no success
+    steps: jax.Array  # useful (unmasked) steps
+    signal_sum: jax.Array  # agent's learning signal, summed over updates where it was defined
+    signal_count: jax.Array
+    task: Task  # the task each env ran
+
+
+@struct.dataclass
+class CallOutput:
+    """What one call returns besides the state, leading axis seeds.
+
+    `rows` hold one value per update (`[seeds, updates]`; `[seeds, updates, num_heldout]` for
+    `eval/heldout/*`): `timestep`, the evaluation rows (`eval/timestep` is -1 and the values NaN
+    where none ran), the task evaluations ran on (`task/<field>`), the training episodes
+    (`train/*`) and the agent's metrics under its own names. `stats` are the per-env sums of the
+    call; `health` is, per part of the agent, 1 at each update while that part was finite."""
+
+    rows: dict[str, jax.Array]
+    stats: CallStats
+    health: dict[str, jax.Array]

@@ -1,0 +1,128 @@
+"""The reference of every config key, rendered from the fields' own declarations.
+
+Each field already says whether it is static, traced or init-only, its default, its allowed
+values and what it does (`ajax_tune.fields`), so the tables in `docs/agents.md` are made from
+those, never written by hand, and a test keeps the file equal to what this module renders.
+Regenerate with `python -m ajax_tune.doc_tables > docs/agents.md`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+from ajax_tune.agents import AGENTS
+from ajax_tune.config import EnvConfig, ResourcesConfig
+from ajax_tune.fields import field_kind
+from ajax_tune.loop import LoopConfig
+from ajax_tune.schedules import Schedule
+
+KINDS = {"static": "static", "traced": "traced", "init": "init-only"}
+BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
+TYPES = {"int": "integer", "float": "number", "bool": "true or false", "str": "string", "dict": "mapping",
+         "tuple[int, ...]": "list of integers", "Schedule": "schedule"}
+
+INTRO = """\
+# Configuration keys
+
+Every key of a trial config's `agent`, `train`, `env` and `resources` sections, generated from
+the fields' own declarations (`python -m ajax_tune.doc_tables > docs/agents.md`; a test keeps this
+file equal to that output). The second column says what changing the key costs:
+
+- **static**: fixes shapes or the program's structure; a new value builds (and compiles) a new program.
+- **traced**: an array in the training state; Tune, PBT or `Runner.reconfigure` may change it between
+  calls without recompiling.
+- **init-only**: read when a run starts (a seed, a starting task); a new value means a new run.
+
+`agent.name` picks the table (`ppo` by default, or a `module:Class` import path); the other
+`agent` keys are that agent's."""
+
+
+def _value(value: Any) -> str:
+    """A value as it would be written in a YAML config."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, Schedule):
+        default = Schedule()
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
+                  if f.name in ("kind", "peak") or getattr(value, f.name) != getattr(default, f.name)}
+        return _value(fields)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _allowed(f: dataclasses.Field) -> str:
+    meta, kind = f.metadata, TYPES.get(str(f.type), "")
+    if "choices" in meta:
+        return "one of " + ", ".join(f"`{c}`" for c in meta["choices"])
+    bounds = {op: meta[op] for op, _ in BOUNDS if op in meta}
+    if ("ge" in bounds or "gt" in bounds) and ("le" in bounds or "lt" in bounds):
+        low, high = bounds.get("ge", bounds.get("gt")), bounds.get("le", bounds.get("lt"))
+        interval = ("[" if "ge" in bounds else "(") + f"{low}, {high}" + ("]" if "le" in bounds else ")")
+        return f"{kind} in {interval}".strip()
+    limits = " ".join(f"{word} {bounds[op]}" for op, word in BOUNDS if op in bounds)
+    if limits and kind == "list of integers":
+        return f"{kind}, each {limits}"
+    return f"{kind} {limits}".strip() or "any"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "\\<")
+
+
+def table(config_cls: type) -> str:
+    """A markdown table of `config_cls`'s fields: key, kind, default, allowed values, doc."""
+    lines = ["| key | kind | default | allowed | what it does |", "|---|---|---|---|---|"]
+    defaults = config_cls()
+    for f in dataclasses.fields(config_cls):
+        cells = [f"`{f.name}`", KINDS[field_kind(f)], f"`{_value(getattr(defaults, f.name))}`", _allowed(f),
+                 f.metadata.get("doc", "")]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def sections() -> list[tuple[str, str, type]]:
+    """(heading, one line of context, config class) for every table, agents first."""
+    out = [(f"`agent` with `name: {name}`", _summary(agent), config) for name, (agent, config) in AGENTS.items()]
+    out += [("`train`", "The run: its budget per call, horizon, evaluation and seeds.", LoopConfig),
+            ("`env`", "Which env, its constructor's arguments, and the task training starts on.", EnvConfig),
+            ("`resources`", "What Tune reserves for each trial.", ResourcesConfig)]
+    return out
+
+
+def _summary(agent_cls: type) -> str:
+    """The first paragraph of the agent's module docstring, on one line."""
+    doc = sys.modules[agent_cls.__module__].__doc__ or ""
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
+def render() -> str:
+    parts = [INTRO]
+    for heading, context, config_cls in sections():
+        parts.append(f"## {heading}\n\n" + (f"{context}\n\n" if context else "") + table(config_cls))
+    parts.append("## Learning-rate schedules\n\nA traced field of kind `schedule` takes a number (a constant rate) "
+                 "or a mapping of these fields:\n\n" + _schedule_doc())
+    return "\n\n".join(parts) + "\n"
+
+
+def _schedule_doc() -> str:
+    lines = ["| field | default |", "|---|---|"]
+    lines += [f"| `{f.name}` | `{_value(f.default)}` |" for f in dataclasses.fields(Schedule)]
+    kinds: list[str] = []  # the docstring's bullet list, one line per item
+    for line in Schedule.__doc__.splitlines():
+        line = line.strip()
+        if line.startswith("- "):
+            kinds.append(line)
+        elif line and kinds and not kinds[-1].endswith("."):
+            kinds[-1] += " " + line
+    return "\n".join(lines) + "\n\nKinds:\n\n" + "\n".join(kinds)
+
+
+if __name__ == "__main__":
+    print(render(), end="")

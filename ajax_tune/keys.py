@@ -1,0 +1,86 @@
+"""The names of every key a result holds, declared once.
+
+Whoever writes a key into a result (the runner, the host reduction of a call, the curriculum)
+and whoever checks a name against the keys a config's results will have
+(`ajax_tune.results.result_keys`) take it from here, so the two cannot drift apart. Keys that
+depend on the config (per seed, per held-out task, per task field, per health part) are built by
+the functions below. Only names here: this module imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+#: What the runner adds around a call.
+RUNNER_KEYS = ("timesteps_this_iter", "env_steps", "useful_env_steps", "perf/call_s", "perf/env_steps_per_s",
+               "perf/compilations", "done")
+
+#: What Ray Tune adds to every result of a class trainable that reports `timesteps_this_iter`
+#: (named here so the core can check a stop condition on them without importing Ray).
+TUNE_KEYS = ("training_iteration", "timesteps_total", "time_this_iter_s", "time_total_s", "timestamp",
+             "time_since_restore", "timesteps_since_restore", "iterations_since_restore")
+
+#: The call's last evaluation (`eval/return_seed<i>` per seed besides).
+EVAL_KEYS = ("eval/timestep", "eval/num_evaluations", "eval/return_mean", "eval/return_std", "eval/return_min",
+             "eval/length_mean", "eval/success_rate_mean")
+EVAL_SEED = "eval/return_seed"
+
+#: Training episodes and steps of the call.
+TRAIN_KEYS = ("timestep", "train/episode_return_mean", "train/episode_length_mean", "train/episodes",
+              "train/useful_steps")
+
+#: 1.0 when any part of any seed stopped being finite; per part, where it did.
+NONFINITE = "train/nonfinite"
+HEALTH_PREFIX = "health/"
+HEALTH_SUFFIX = "_nonfinite_at"
+
+#: The held-out set: means over tasks and seeds, and per task `eval/heldout/<i>/<name>`.
+HELDOUT_PREFIX = "eval/heldout/"
+HELDOUT_NAMES = ("return", "success_rate")
+
+#: The task evaluations ran on in the call, the task of the next call, and its level.
+TASK_PREFIX = "curriculum/task/"
+NEXT_TASK_PREFIX = "curriculum/next_task/"
+LEVEL = "curriculum/level"
+
+#: A task sampler's own keys, and the histogram of the tasks a call trained on.
+SAMPLER_PREFIX = "sampler/"
+HISTOGRAM_PREFIX = "tasks/"
+
+
+def seed_keys(num_seeds: int) -> list[str]:
+    return [f"{EVAL_SEED}{i}" for i in range(num_seeds)]
+
+
+def health_key(part: str) -> str:
+    return f"{HEALTH_PREFIX}{part}{HEALTH_SUFFIX}"
+
+
+def health_part(key: str) -> str | None:
+    """The part a health key names, or None for another key."""
+    if key.startswith(HEALTH_PREFIX) and key.endswith(HEALTH_SUFFIX):
+        return key[len(HEALTH_PREFIX):-len(HEALTH_SUFFIX)]
+    return None
+
+
+def heldout_keys(num_tasks: int) -> list[str]:
+    if not num_tasks:
+        return []
+    return [f"{HELDOUT_PREFIX}{name}_mean" for name in HELDOUT_NAMES] + [
+        f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES]
+
+
+def task_field_keys(shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    """A task's fields as result keys (without prefix): a scalar field by its name, an array
+    field one key per element (`target_0`, `target_1`, ...)."""
+    names = []
+    for name, shape in shapes.items():
+        size = 1
+        for n in shape:
+            size *= n
+        names += [name] if not shape else [f"{name}_{i}" for i in range(size)]
+    return names
+
+
+def prefixed(prefix: str, names: Iterable[str]) -> list[str]:
+    return [f"{prefix}{name}" for name in names]

@@ -1,0 +1,100 @@
+"""Whether a trial's training state fits the memory it will train in, known before anything is
+allocated.
+
+The whole state (parameters, optimiser, env states, a replay buffer, for every seed) is one
+pytree whose size follows from shapes alone: `TrainLoop.abstract_state()` traces it without
+compiling or allocating. Without this check, a replay buffer of a large capacity times many seeds
+fails only on the first call, after compiling, with an allocation error deep in XLA, or the
+kernel kills the trial's worker.
+
+Memory is what the trial's device has: the host's RAM for a CPU trial; a GPU's memory (times the
+trial's share of it) only when JAX is already up in this process, since starting JAX's backends
+here would fix the platform and memory settings of everything run after it
+(`compat.backends_are_initialized`); otherwise a GPU trial is not checked.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+
+from ajax_tune import compat
+from ajax_tune.errors import ConfigError
+
+GIB = 2**30
+#: Beside the state: the compiled program, XLA's scratch space for one update, Python, the checkpoint writer.
+MARGIN_FRACTION, MARGIN_BYTES = 0.1, GIB // 2
+
+
+def state_bytes(loop) -> int:
+    """The bytes of the loop's whole training state, every seed included."""
+    return sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+               for leaf in jax.tree.leaves(loop.abstract_state()))
+
+
+def needed_bytes(loop) -> int:
+    """The state plus a rough margin for everything else a trial holds."""
+    return int(state_bytes(loop) * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
+
+
+def host_memory_bytes() -> int:
+    """This machine's RAM (MemTotal: what can ever be had, not what is free this moment)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def device_memory_bytes() -> int | None:
+    """The memory of JAX's first accelerator, if JAX is up in this process and has one."""
+    if not compat.backends_are_initialized():
+        return None
+    device = jax.devices()[0]
+    if device.platform == "cpu":
+        return None
+    stats = device.memory_stats() or {}
+    return stats.get("bytes_limit")
+
+
+def check_state_fits(loop, gpu: float = 0.0, who: str = "the trial") -> int:
+    """Refuse a loop whose state cannot fit the memory its trial will have (`gpu`: the trial's
+    GPUs, as in `resources.gpu`). Returns the bytes it needs."""
+    need = needed_bytes(loop)
+    if gpu:
+        limit = device_memory_bytes()
+        if limit is None:
+            return need  # unknown without starting JAX here
+        share = min(gpu, 1.0)
+        have = int(limit * share)
+        machine = f"its share of the GPU ({share:g} of {limit / GIB:.1f} GiB) is {have / GIB:.1f} GiB"
+    else:
+        have = host_memory_bytes()
+        machine = f"this machine has {have / GIB:.1f} GiB"
+    if need > have:
+        lower = "agent.capacity or train.num_seeds" if _capacity(loop) else "train.num_seeds or the agent's sizes"
+        raise ConfigError(f"{who} needs about {need / GIB:.1f} GiB of state ({_what_is_big(loop)}); {machine}; "
+                          f"lower {lower}")
+    return need
+
+
+def _what_is_big(loop) -> str:
+    """The settings that make a state large, in the config's words, and its largest array."""
+    seeds, capacity = loop.config.num_seeds, _capacity(loop)
+    parts = [f"agent.capacity {capacity:,} transitions x {seeds} seeds" if capacity else f"{seeds} seeds"]
+    paths = jax.tree_util.tree_flatten_with_path(loop.abstract_state())[0]
+    path, leaf = max(paths, key=lambda item: int(np.prod(item[1].shape)) * np.dtype(item[1].dtype).itemsize)
+    size = int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
+    parts.append(f"the largest array {jax.tree_util.keystr(path).lstrip('.')} {list(leaf.shape)} {np.dtype(leaf.dtype).name}, "
+                 f"{size / GIB:.1f} GiB")
+    return "; ".join(parts)
+
+
+def _capacity(loop) -> int | None:
+    """The replay capacity of an off-policy agent (None for others)."""
+    return getattr(getattr(loop.agent, "config", None), "capacity", None)

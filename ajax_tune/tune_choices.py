@@ -1,0 +1,181 @@
+"""The search algorithms and schedulers an experiment may name, from one table, `CHOICES`.
+
+Each name's class, the extra that installs its package, and how settings reach it (`tune.seed`
+and `tune.max_concurrent_trials`, options written as search spaces, defaults). Options are
+checked against the class's own signature, so a misspelt one is refused with the nearest valid
+one (Ray's `create_scheduler` would drop it silently). Building one starts nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import inspect
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from ajax_tune.errors import ConfigError
+from ajax_tune.imports import Registry, did_you_mean, resolve_import
+from ajax_tune.spaces import parse_spaces, to_tune
+
+if TYPE_CHECKING:
+    from ajax_tune.experiment import TuneSection
+
+
+@dataclasses.dataclass(frozen=True)
+class TuneChoice:
+    """A search algorithm or scheduler a YAML experiment may name, and how settings reach it."""
+
+    target: str | None  # "module:Class"; None: Tune's default, which takes no options
+    extra: str = ""  # the ajax-tune extra that installs its package ...
+    requires: str = ""  # ... which is this importable module
+    defaults: Mapping = dataclasses.field(default_factory=dict)  # options set unless given
+    required: Mapping = dataclasses.field(default_factory=dict)  # options it needs: option -> what it is
+    spaces: tuple = ()  # options written as search spaces (converted to Tune's)
+    seed: str = ""  # its keyword for `tune.seed`; the option `seed` is accepted as an alias
+    concurrency: str = ""  # its keyword for `tune.max_concurrent_trials`, where Tune would not pass it
+    metrics: tuple = ()  # options that name a result key (checked like tune.metric)
+    config_keys: tuple = ()  # options whose keys are paths into the trial config (checked against it)
+
+
+# Set by other keys of the experiment: never options.
+FROM_EXPERIMENT = {"metric": "tune.metric", "mode": "tune.mode", "space": "the trial's search spaces"}
+BY_ITERATION = {"time_attr": "training_iteration"}
+TIMED = {"defaults": BY_ITERATION, "metrics": ("time_attr",)}
+
+CHOICES: dict[str, dict[str, TuneChoice]] = {
+    "search": {
+        "random": TuneChoice("ray.tune.search.basic_variant:BasicVariantGenerator",
+                             seed="random_state", concurrency="max_concurrent"),
+        "optuna": TuneChoice("ray.tune.search.optuna:OptunaSearch", extra="optuna", requires="optuna",
+                             seed="seed"),
+        "hyperopt": TuneChoice("ray.tune.search.hyperopt:HyperOptSearch", extra="hyperopt", requires="hyperopt",
+                               seed="random_state_seed"),
+    },
+    "scheduler": {
+        "none": TuneChoice(None),
+        "asha": TuneChoice("ray.tune.schedulers:ASHAScheduler", **TIMED),
+        "pbt": TuneChoice("ray.tune.schedulers:PopulationBasedTraining", **TIMED,
+                          required={"hyperparam_mutations": "{key: search space or list of values}"},
+                          spaces=("hyperparam_mutations",), config_keys=("hyperparam_mutations",)),
+        "pb2": TuneChoice("ray.tune.schedulers.pb2:PB2", extra="pb2", requires="sklearn", **TIMED,
+                          required={"hyperparam_bounds": "{key: [low, high]}"}, config_keys=("hyperparam_bounds",)),
+    },
+}
+DEFAULT_CHOICE = {"search": "random", "scheduler": "none"}
+
+
+def parse_choice(kind: str, value: Any) -> dict:
+    """`tune.search` or `tune.scheduler` as {"name": ..., "kwargs": {...}}, name checked."""
+    where = f"tune.{kind}"
+    if value is None:
+        value = DEFAULT_CHOICE[kind]
+    if isinstance(value, str):
+        name, options = value, {}
+    elif isinstance(value, Mapping):
+        options = dict(value)
+        name = options.pop("name", DEFAULT_CHOICE[kind])
+        where = f"{where}.name"
+        if "kwargs" in options:
+            kwargs = options.pop("kwargs") or {}
+            if not isinstance(kwargs, Mapping):
+                raise ConfigError(f"tune.{kind}.kwargs must be a mapping of options, got {kwargs!r}")
+            if options:
+                raise ConfigError(f"tune.{kind}: give options inline or under kwargs, not both "
+                                  f"(inline: {sorted(options)})")
+            options = dict(kwargs)
+    else:
+        raise ConfigError(f"tune.{kind} must be a name or a mapping with 'name' and options, got {value!r}")
+    Registry(where, CHOICES[kind], imports="").resolve(name)
+    return {"name": name, "kwargs": options}
+
+
+def build_scheduler(section: TuneSection):
+    """The Tune scheduler `tune.scheduler` names, with its options (None: Tune's default)."""
+    return build_choice("scheduler", parse_choice("scheduler", section.scheduler), section)
+
+
+def build_searcher(section: TuneSection):
+    """The Tune search algorithm `tune.search` names, with its options and seed."""
+    return build_choice("search", parse_choice("search", section.search), section)
+
+
+def build_choice(kind: str, spec: Mapping, section: TuneSection):
+    name, options = spec["name"], dict(spec["kwargs"])
+    choice, where = CHOICES[kind][name], f"tune.{kind} ({name})"
+    if choice.target is None:
+        if options:
+            raise ConfigError(f"tune.{kind}: {name!r} takes no options, got {sorted(options)}")
+        return None
+    if choice.requires and importlib.util.find_spec(choice.requires) is None:
+        raise ConfigError(f"{where} needs the {choice.requires!r} package; pip install 'ajax-tune[{choice.extra}]'")
+    cls = resolve_import(choice.target, where)
+    accepted = option_names(cls)
+    taken = {k: v for k, v in FROM_EXPERIMENT.items() if k in accepted}
+    if choice.concurrency:
+        taken[choice.concurrency] = "tune.max_concurrent_trials"
+    if choice.seed:
+        taken[choice.seed] = "tune.seed or the option 'seed'"
+        if "seed" in options and choice.seed != "seed":
+            if choice.seed in options:
+                raise ConfigError(f"{where}: give the seed once, as 'seed' or {choice.seed!r}")
+            options[choice.seed] = options.pop("seed")
+    for key in options:
+        if key in taken and key != choice.seed:
+            raise ConfigError(f"{where}: {key!r} is not an option here; it is set by {taken[key]}")
+        if key not in accepted:
+            valid = [k for k in accepted if k not in taken] + (["seed"] if choice.seed else [])
+            raise ConfigError(f"{where}: unknown option {key!r}{did_you_mean(key, valid, cutoff=0.5)} "
+                              f"Options: {', '.join(valid)}")
+    kwargs = {**choice.defaults, **options}
+    for key, what in choice.required.items():
+        if not kwargs.get(key):
+            raise ConfigError(f"{where} needs the option {key} ({what})")
+    for key in choice.spaces:
+        if key in kwargs:
+            kwargs[key] = to_tune(parse_spaces(kwargs[key], f"tune.{kind}.{key}"))
+    if choice.seed:
+        kwargs.setdefault(choice.seed, section.seed)
+    if choice.concurrency and section.max_concurrent_trials:
+        kwargs[choice.concurrency] = section.max_concurrent_trials
+    try:
+        return cls(**kwargs)
+    except (TypeError, ValueError, AssertionError) as exc:
+        raise ConfigError(f"{where}: {exc}".splitlines()[0]) from None
+
+
+def option_names(cls) -> list[str]:
+    """The keyword arguments `cls` takes, from its signature. Every class in `CHOICES` names all
+    of its options (no **kwargs), so this is the whole list (tests/test_compat.py checks it)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [n for n, p in inspect.signature(cls).parameters.items() if p.kind in kinds]
+
+
+def named_metrics(kind: str, spec: Mapping) -> dict[str, str]:
+    """The result keys a parsed choice's options name: who names it -> the key."""
+    choice = CHOICES[kind][spec["name"]]
+    options = {**choice.defaults, **spec["kwargs"]}
+    return {f"tune.{kind} ({spec['name']}).{key}": options[key] for key in choice.metrics
+            if isinstance(options.get(key), str)}
+
+
+def config_paths(kind: str, spec: Mapping) -> dict[str, list[tuple]]:
+    """The trial-config paths a parsed choice's options mutate (PBT's `hyperparam_mutations`):
+    who names them -> each path, as a tuple of keys, down to the first search space or value."""
+    choice = CHOICES[kind][spec["name"]]
+    out = {}
+    for key in choice.config_keys:
+        value = spec["kwargs"].get(key)
+        if isinstance(value, Mapping):
+            out[f"tune.{kind} ({spec['name']}).{key}"] = _paths(parse_spaces(value, f"tune.{kind}.{key}"))
+    return out
+
+
+def _paths(tree: Mapping, prefix: tuple = ()) -> list[tuple]:
+    paths = []
+    for key, value in tree.items():
+        if isinstance(value, Mapping) and value:
+            paths += _paths(value, (*prefix, key))
+        else:
+            paths.append((*prefix, key))
+    return paths
