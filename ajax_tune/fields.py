@@ -41,6 +41,20 @@ def _field(default, kind, doc, checks):
     return dataclasses.field(default=default, metadata=meta)
 
 
+def config_section(name: str):
+    """Make a class a frozen config dataclass whose fields are checked (`validate`) as the section
+    `name` when it is built: for sections that need no check beyond their fields'."""
+
+    def make(cls):
+        def __post_init__(self):
+            validate(self, name)
+
+        cls.__post_init__ = __post_init__
+        return dataclasses.dataclass(frozen=True)(cls)
+
+    return make
+
+
 def check_keys(values, allowed, prefix: str) -> None:
     """Reject unknown keys of a config section, naming the nearest valid one."""
     for key in values:
