@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import hashlib
 import json
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ajax_tune.errors import ConfigError
+from ajax_tune.imports import did_you_mean
 from ajax_tune.schedules import Schedule
 
 
@@ -59,8 +59,7 @@ def check_keys(values, allowed, prefix: str) -> None:
     """Reject unknown keys of a config section, naming the nearest valid one."""
     for key in values:
         if key not in allowed:
-            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
-            hint = f"; did you mean {prefix}{close[0]!r}?" if close else ""
+            hint = did_you_mean(key, allowed, cutoff=0.5, prefix=prefix)
             raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
 
 

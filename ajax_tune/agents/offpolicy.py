@@ -109,15 +109,18 @@ class OffPolicyAgent(AgentBase):
     #: what `learn` reports (averaged over its gradient steps): NaN before learning starts
     learn_keys: tuple[str, ...] = ()
 
-    def __init__(self, config: OffPolicyConfig, observation_space: gymnasium.spaces.Box, action_example: jax.Array):
+    def __init__(self, config: OffPolicyConfig, observation_space: gymnasium.spaces.Box,
+                 action_example: jax.ShapeDtypeStruct):
+        """`action_example`: the shape and dtype of one stored action (a shape, not an array, so that
+        building an agent, as `Runner.check` does, starts no JAX backend)."""
         super().__init__(config)
         self.steps_per_update = config.num_envs * config.unroll_length
         self.obs_shape = tuple(observation_space.shape)
         self.optimizer = Optimizer()
         self.obs_norm = RunningNormalizer(self.obs_shape, config.normalize_observations)
-        obs = jnp.zeros(self.obs_shape, jnp.float32)
-        example = ReplayTransition(obs=obs, action=action_example, reward=jnp.zeros((), jnp.float32),
-                                   terminated=jnp.zeros((), jnp.bool_), next_obs=obs)
+        obs = jax.ShapeDtypeStruct(self.obs_shape, jnp.float32)
+        example = ReplayTransition(obs=obs, action=action_example, reward=jax.ShapeDtypeStruct((), jnp.float32),
+                                   terminated=jax.ShapeDtypeStruct((), jnp.bool_), next_obs=obs)
         self.buffer = ReplayBuffer(config.capacity, config.batch_size, example)
 
     def check_run(self, train) -> None:
