@@ -3,13 +3,13 @@ without compiling; `check_metric` refuses a name outside them with the nearest o
 
 import jax
 import pytest
-from helpers import corridor_config
 
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.config import ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.results import check_metric, result_keys
 from ajax_tune.runner import Runner
+from tests.support.helpers import corridor_config
 
 LEVELS = {"length": [4, 8, 12]}
 CONFIGS = {
