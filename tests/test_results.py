@@ -72,7 +72,7 @@ class DeclaredPPO(PPO):
 
 def test_declared_metric_keys_are_read_without_tracing_a_call(monkeypatch):
     monkeypatch.setattr(TrainLoop, "call", lambda *a: pytest.fail("a call was traced for declared metric keys"))
-    keys = result_keys(corridor_config(agent={"name": "test_results:DeclaredPPO"}))
+    keys = result_keys(corridor_config(agent={"name": "tests.test_results:DeclaredPPO"}))
     assert {"declared/only", "loss/policy", "lr"} <= keys and "loss/value" not in keys
     assert {"health/params_nonfinite_at", "health/opt_state_nonfinite_at", "health/loss_nonfinite_at"} <= keys
 
