@@ -31,6 +31,16 @@ def _gone(what: str, library: str, error: Exception | None = None) -> CompatErro
                        f"ajax_tune.compat must be updated for this version")
 
 
+def _private(module: str, name: str, library: str) -> Any:
+    """`module.name`, imported only when asked for; its absence is a `CompatError` naming it."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise _gone(f"{module}.{name}", library, exc) from None
+
+
 # -- jax -----------------------------------------------------------------------------------------
 
 
@@ -48,12 +58,7 @@ def jit_cache_size(fn: Callable) -> int:
 def backends_are_initialized() -> bool:
     """Whether JAX has started its backends (after which platform and memory settings no
     longer apply). jax has no public way to ask without starting them."""
-    try:
-        from jax._src import xla_bridge
-
-        return bool(xla_bridge.backends_are_initialized())
-    except (ImportError, AttributeError) as exc:
-        raise _gone("jax._src.xla_bridge.backends_are_initialized()", "jax", exc) from None
+    return bool(_private("jax._src.xla_bridge", "backends_are_initialized", "jax")())
 
 
 # -- brax ----------------------------------------------------------------------------------------
@@ -61,12 +66,7 @@ def backends_are_initialized() -> bool:
 
 def brax_env_names() -> list[str]:
     """The names `brax.envs.get_environment` knows (brax has no public listing)."""
-    try:
-        import brax.envs
-
-        return sorted(brax.envs._envs)  # noqa: SLF001
-    except (ImportError, AttributeError) as exc:
-        raise _gone("brax.envs._envs", "brax", exc) from None
+    return sorted(_private("brax.envs", "_envs", "brax"))
 
 
 # -- ray: Tune's output ---------------------------------------------------------------------------
@@ -78,11 +78,7 @@ TUNE_RESULT_KEYS_ATTR = "_progress_metrics"
 
 def tune_result_keys(trainable: type) -> Any:
     """The result keys Tune's output shows for `trainable` (None: all of them)."""
-    try:
-        from ray.tune.progress_reporter import _detect_progress_metrics
-    except ImportError as exc:
-        raise _gone("ray.tune.progress_reporter._detect_progress_metrics", "ray", exc) from None
-    return _detect_progress_metrics(trainable)
+    return _private("ray.tune.progress_reporter", "_detect_progress_metrics", "ray")(trainable)
 
 
 # -- ray: W&B logging ----------------------------------------------------------------------------
@@ -95,12 +91,7 @@ def tune_result_keys(trainable: type) -> Any:
 def wandb_logging_actor() -> type:
     """Ray's W&B logging actor class (`_WandbLoggingActor`): it runs `wandb.init` and logs each
     queued result with `self._wandb`, which a subclass may replace after `__init__`."""
-    try:
-        from ray.air.integrations import wandb as ray_wandb
-
-        return ray_wandb._WandbLoggingActor  # noqa: SLF001
-    except (ImportError, AttributeError) as exc:
-        raise _gone("ray.air.integrations.wandb._WandbLoggingActor", "ray", exc) from None
+    return _private("ray.air.integrations.wandb", "_WandbLoggingActor", "ray")
 
 
 def wandb_actor_module(actor: Any) -> Any:
@@ -118,13 +109,7 @@ def set_wandb_actor_module(actor: Any, module: Any) -> None:
 
 def wandb_clean_config(value: Any) -> Any:
     """A config value made loggable the way Ray's callback does it (`_clean_log`)."""
-    try:
-        from ray.air.integrations import wandb as ray_wandb
-
-        clean = ray_wandb._clean_log  # noqa: SLF001
-    except (ImportError, AttributeError) as exc:
-        raise _gone("ray.air.integrations.wandb._clean_log", "ray", exc) from None
-    return clean(value)
+    return _private("ray.air.integrations.wandb", "_clean_log", "ray")(value)
 
 
 def wandb_callback_has_actor(callback: Any, trial: Any) -> bool:
@@ -162,29 +147,17 @@ WANDB_START_ACTOR_METHOD = "_start_logging_actor"
 
 def newest_experiment_state(directory: str) -> str:
     """The path of the newest `experiment_state-*.json` snapshot in an experiment directory."""
-    try:
-        from ray.tune.execution.experiment_state import _find_newest_experiment_checkpoint
-    except ImportError as exc:
-        raise _gone("ray.tune.execution.experiment_state._find_newest_experiment_checkpoint", "ray", exc) from None
-    return _find_newest_experiment_checkpoint(directory)
+    return _private("ray.tune.execution.experiment_state", "_find_newest_experiment_checkpoint", "ray")(directory)
 
 
 def load_experiment_state(text: str) -> dict:
     """A snapshot's contents, decoded as Tune wrote them (cloudpickled values inside JSON)."""
-    try:
-        from ray.tune.utils.serialization import _loads_with_cloudpickle
-    except ImportError as exc:
-        raise _gone("ray.tune.utils.serialization._loads_with_cloudpickle", "ray", exc) from None
-    return _loads_with_cloudpickle(text)
+    return _private("ray.tune.utils.serialization", "_loads_with_cloudpickle", "ray")(text)
 
 
 def training_result(checkpoint: Any, metrics: dict) -> Any:
     """What a trial's checkpoint manager registers: a checkpoint with the result it was saved at."""
-    try:
-        from ray.train._internal.session import _TrainingResult
-    except ImportError as exc:
-        raise _gone("ray.train._internal.session._TrainingResult", "ray", exc) from None
-    return _TrainingResult(checkpoint=checkpoint, metrics=metrics)
+    return _private("ray.train._internal.session", "_TrainingResult", "ray")(checkpoint=checkpoint, metrics=metrics)
 
 
 def checkpoint_results(manager: Any) -> list:
@@ -229,11 +202,7 @@ def set_trainable_progress(trainable: Any, result: dict) -> None:
 def local_ray_cpus() -> float:
     """The CPUs a local Ray started here would offer (cgroup limits included): Ray's
     `ray._private.utils.get_num_cpus`."""
-    try:
-        from ray._private.utils import get_num_cpus
-    except ImportError as exc:
-        raise _gone("ray._private.utils.get_num_cpus", "ray", exc) from None
-    return float(get_num_cpus())
+    return float(_private("ray._private.utils", "get_num_cpus", "ray")())
 
 
 def result_grid_defaults(results: Any) -> tuple[str | None, str | None]:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ajax_tune.agents import AGENTS
-from ajax_tune.fields import ConfigError, check_keys, init_only, static, static_values, validate
+from ajax_tune.fields import ConfigError, check_keys, config_section, init_only, static, static_values, validate
 from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
@@ -57,13 +57,10 @@ class EnvConfig:
             raise ConfigError(f"env.level must be in [0, {count - 1}] (env.levels has {count}), got {self.level}")
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section("resources")
 class ResourcesConfig:
     cpu: float = static(1.0, ge=0.0, doc="CPUs per trial")
     gpu: float = static(0.0, ge=0.0, doc="GPUs per trial (fractions share a GPU)")
-
-    def __post_init__(self):
-        validate(self, "resources")
 
 
 _AGENTS = Registry("agent.name", AGENTS, imports="module:Class")

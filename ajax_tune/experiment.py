@@ -50,7 +50,7 @@ import yaml
 from ajax_tune import keys as K
 from ajax_tune import yaml_loader
 from ajax_tune.config import ConfigError, check_keys, parse_section
-from ajax_tune.fields import static, validate
+from ajax_tune.fields import config_section, static
 from ajax_tune.imports import did_you_mean
 from ajax_tune.results import check_metric
 from ajax_tune.spaces import has_grid, parse_spaces, sample, to_tune
@@ -70,7 +70,7 @@ TOP_LEVEL = ("name", "trial", "tune", "stop", "checkpoint", "failure", "wandb", 
 # -- the experiment ------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section("tune")
 class TuneSection:
     metric: str = static("eval/return_mean", doc="the result key searchers, schedulers and checkpoint scores read")
     mode: str = static("max", choices=("min", "max"), doc="whether a higher or a lower metric is better")
@@ -81,26 +81,17 @@ class TuneSection:
     reuse_actors: bool = static(False, doc="start a new trial in a finished trial's actor (no recompiling)")
     seed: int = static(0, ge=0, doc="the search's seed, unless its options give one")
 
-    def __post_init__(self):
-        validate(self, "tune")
 
-
-@dataclasses.dataclass(frozen=True)
+@config_section("checkpoint")
 class CheckpointSection:
     frequency: int = static(0, ge=0, doc="checkpoint every this many iterations; 0: never in between")
     at_end: bool = static(True, doc="checkpoint when a trial ends")
     num_to_keep: int = static(0, ge=0, doc="the best checkpoints kept by tune.metric (and the latest); 0: all")
 
-    def __post_init__(self):
-        validate(self, "checkpoint")
 
-
-@dataclasses.dataclass(frozen=True)
+@config_section("failure")
 class FailureSection:
     max_failures: int = static(0, ge=-1, doc="restarts of a failed trial from its last checkpoint; -1: no limit")
-
-    def __post_init__(self):
-        validate(self, "failure")
 
 
 #: Result keys Tune adds to every result of a class trainable, valid metrics beside a trial's own.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import difflib
 import hashlib
 import json
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import jax.numpy as jnp
 
 from ajax_tune.errors import ConfigError
+from ajax_tune.imports import did_you_mean
 from ajax_tune.schedules import Schedule
 
 
@@ -41,12 +41,25 @@ def _field(default, kind, doc, checks):
     return dataclasses.field(default=default, metadata=meta)
 
 
+def config_section(name: str):
+    """Make a class a frozen config dataclass whose fields are checked (`validate`) as the section
+    `name` when it is built: for sections that need no check beyond their fields'."""
+
+    def make(cls):
+        def __post_init__(self):
+            validate(self, name)
+
+        cls.__post_init__ = __post_init__
+        return dataclasses.dataclass(frozen=True)(cls)
+
+    return make
+
+
 def check_keys(values, allowed, prefix: str) -> None:
     """Reject unknown keys of a config section, naming the nearest valid one."""
     for key in values:
         if key not in allowed:
-            close = difflib.get_close_matches(str(key), list(allowed), n=1, cutoff=0.5)
-            hint = f"; did you mean {prefix}{close[0]!r}?" if close else ""
+            hint = did_you_mean(key, allowed, cutoff=0.5, prefix=prefix)
             raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
 
 

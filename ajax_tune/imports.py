@@ -43,10 +43,11 @@ def resolve_import(spec: Any, what: str) -> Any:
     return target
 
 
-def did_you_mean(name: Any, names, cutoff: float = 0.6) -> str:
-    """"; did you mean 'x'?" for the nearest of `names`, or nothing when none is near."""
+def did_you_mean(name: Any, names, cutoff: float = 0.6, prefix: str = "") -> str:
+    """"; did you mean 'x'?" for the nearest of `names`, or nothing when none is near; `prefix`
+    is written before the name, as in "did you mean agent.'lr'?"."""
     close = difflib.get_close_matches(str(name), [str(n) for n in names], n=1, cutoff=cutoff)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return f"; did you mean {prefix}{close[0]!r}?" if close else ""
 
 
 class UnknownName(ConfigError, KeyError):

@@ -61,17 +61,10 @@ class TaskControl:
         `current`'s values)."""
         return self._loop.env.validate_task(task, num_envs=num_envs, current=current)
 
-    @property
-    def state(self):
-        return self._owner.state
-
-    @property
-    def iteration(self) -> int:
-        return self._owner.iteration
-
-    @property
-    def trial_id(self) -> str:
-        return self._owner.trial_id
+    # What callbacks may read of the trial beyond its tasks, read through from its owner.
+    state = property(lambda self: self._owner.state, doc="the training state (leading axis seeds)")
+    iteration = property(lambda self: self._owner.iteration, doc="the trial's training iteration")
+    trial_id = property(lambda self: self._owner.trial_id, doc="the trial's id")
 
     # -- tasks -----------------------------------------------------------------------------
 
@@ -148,18 +141,9 @@ class TaskSettableEnv:
     def __init__(self, control: TaskControl):
         self._control = control
 
-    @property
-    def task_spec(self):
-        return self._control.task_spec
-
-    @property
-    def num_envs(self) -> int:
-        return self._control.num_envs
-
-    @property
-    def levels(self) -> Levels | None:
-        """The env's `Levels` (None without `env.levels`)."""
-        return self._control.levels
+    task_spec = property(lambda self: self._control.task_spec, doc="the env's task fields")
+    num_envs = property(lambda self: self._control.num_envs, doc="how many envs the member steps")
+    levels = property(lambda self: self._control.levels, doc="the env's `Levels` (None without `env.levels`)")
 
     def get_task(self) -> dict[str, Any] | int:
         if self._control.levels is not None:

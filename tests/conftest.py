@@ -20,7 +20,7 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 import pytest  # noqa: E402
 
-TESTS_DIR = pathlib.Path(__file__).resolve().parent
+ROOT = pathlib.Path(__file__).resolve().parent.parent  # where `tests.support` is importable from
 SLOW_MODULES = {"test_examples.py"}  # each test runs a script in its own process, with its own Ray
 
 
@@ -63,10 +63,11 @@ def cpus_per_worker() -> int:
 @pytest.fixture(scope="session")
 def ray_session():
     """One local Ray for the whole session, of this worker's share of the CPUs. Workers inherit
-    the environment, so they use the same compilation cache and can import the test helpers."""
+    the environment, so they use the same compilation cache and, with the repository root on
+    their PYTHONPATH, import the test helpers as `tests.support.*`."""
     import ray
 
-    paths = [str(TESTS_DIR), os.environ.get("PYTHONPATH", "")]
+    paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     ray.init(num_cpus=cpus_per_worker(), include_dashboard=False, log_to_driver=False, configure_logging=False)

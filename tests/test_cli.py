@@ -122,7 +122,8 @@ def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys):
 def test_errored_trial_resumes(ray_session, tmp_path, capsys):
     marker = tmp_path / "failed"
     config = yaml.safe_load(SMALL_CORRIDOR)
-    config["trial"]["callbacks"] = [{"class": "curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 2}}]
+    config["trial"]["callbacks"] = [{"class": "tests.support.curricula:FailOnce",
+                                     "kwargs": {"marker": str(marker), "at_iteration": 2}}]
     path = write(tmp_path, yaml.safe_dump(config))
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 1
     err = capsys.readouterr().err
@@ -190,7 +191,7 @@ def result_boxes(out: str) -> list[list[str]]:
 
 @pytest.mark.slow  # a Ray of its own, as a user's terminal sees it (worker output reaches the driver)
 def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
-    env = {**os.environ, "RAY_AIR_NEW_OUTPUT": "1", "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    env = {**os.environ, "RAY_AIR_NEW_OUTPUT": "1", "PYTHONPATH": str(TESTS.parent)}
     run = subprocess.run([sys.executable, "-m", "ajax_tune.cli", "run", write(tmp_path, TINY_ASHA), "--num-cpus", "2",
                           "--storage-path", str(tmp_path / "r"), "--no-plots"],
                          capture_output=True, text=True, env=env, timeout=600)
@@ -247,10 +248,9 @@ def box_keys(result: dict) -> list[str]:
 
 
 def test_result_box_keeps_what_a_person_reads_and_verbose_keeps_all():
-    from helpers import corridor_config
-
     from ajax_tune import Runner
     from ajax_tune.cli import result_box
+    from tests.support.helpers import corridor_config
 
     result = Runner(corridor_config(task_sampler=None)).train()
     result.update({"training_iteration": 1, "time_total_s": 1.0, "timesteps_total": result["env_steps"]})

@@ -17,7 +17,8 @@ import time
 import psutil
 import pytest
 import yaml
-from helpers import corridor_config
+
+from tests.support.helpers import corridor_config
 
 TESTS = pathlib.Path(__file__).resolve().parent
 BIN = pathlib.Path(sys.executable).parent
@@ -74,7 +75,7 @@ def test_two_nodes_on_loopback_with_a_token(tmp_path, pytestconfig):
     port, token = free_port(), secrets.token_hex(32)
     temp = pathlib.Path(tempfile.mkdtemp(prefix="ajt", dir="/tmp"))  # short: Ray's socket paths are limited
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "JAX_PLATFORMS": "cpu",
-           "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+           "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
     env.pop("RAY_ADDRESS", None)
     nodes = []
     try:
@@ -87,7 +88,8 @@ def test_two_nodes_on_loopback_with_a_token(tmp_path, pytestconfig):
         seen = tmp_path / "nodes"
         seen.mkdir()
         trial = corridor_config(lr={"grid": [1e-3, 3e-3]},
-                                callbacks=[{"class": "fault_callbacks:RecordNode", "kwargs": {"directory": str(seen)}}])
+                                callbacks=[{"class": "tests.support.fault_callbacks:RecordNode",
+                                            "kwargs": {"directory": str(seen)}}])
         config = tmp_path / "cluster.yaml"
         config.write_text(yaml.safe_dump({"name": "cluster", "trial": trial, "stop": {"training_iteration": 2}}))
         run = [BIN / "ajax-tune", "run", str(config), "--address", f"127.0.0.1:{port}",

@@ -140,7 +140,7 @@ def test_a_diverged_call_moves_nothing_but_still_reports():
 
 def test_failures_name_the_part_and_the_iteration():
     c = curriculum([], env_task_fn=lambda *a: {"length": 1000}, sampler=False)
-    with pytest.raises(TaskError, match=r"env_task_fn test_curriculum:.*<lambda> returned a task that does not fit "
+    with pytest.raises(TaskError, match=r"env_task_fn tests.test_curriculum:.*<lambda> returned a task that does not fit "
                                         r"after iteration 1 \(trained to env_steps 512;"):
         c.after_call({"env_steps": 512}, stats=None)
     failing = curriculum([], env_task_fn=lambda *a: 1 / 0, sampler=False)

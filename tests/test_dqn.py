@@ -9,7 +9,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 from ajax_tune.agents import DQN, DQNConfig
 from ajax_tune.agents.dqn import epsilon
@@ -20,6 +19,7 @@ from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.schedules import Schedule
+from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 # Bit-identity is claimed for the build users run: checked there too (slow tier), and in the
 # quicker build the other tests use.
@@ -238,11 +238,11 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
     its timestep, and an exploiting trial continues from its donor's replay buffers."""
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
-    from test_tune import CollectResults, fit
 
     from ajax_tune import AjaxTrainable
     from ajax_tune.schedules import learning_rate
     from ajax_tune.trainable import trial_dirname
+    from tests.test_tune import CollectResults, fit
 
     budget, horizon = 2 * UNROLL, 12 * UNROLL
     space = {
@@ -251,7 +251,7 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
                   "lr": {"kind": "linear", "peak": tune.choice([3e-4, 1e-3])}, "epsilon_end": tune.choice([0.05, 0.2]),
                   "epsilon_decay_fraction": 0.25},
         "train": {"total_timesteps": horizon, "timesteps_per_iteration": budget, "num_seeds": 1, "eval_episodes": 2},
-        "callbacks": ["replay_probe:ReplayProbe"],
+        "callbacks": ["tests.support.replay_probe:ReplayProbe"],
     }
     pbt = PopulationBasedTraining(
         time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,  # exploits every round

@@ -6,7 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import host, import_extra
+
+from tests.support.helpers import host, import_extra
 
 import_extra("gymnax", extra="gymnax")
 

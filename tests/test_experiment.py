@@ -32,7 +32,7 @@ class Recorder:
 
 @pytest.fixture
 def recorder(monkeypatch):
-    choice = TuneChoice("test_experiment:Recorder", seed="random_state", concurrency="max_concurrent",
+    choice = TuneChoice("tests.test_experiment:Recorder", seed="random_state", concurrency="max_concurrent",
                         defaults={"patience": 5}, spaces=("mutations",))
     monkeypatch.setitem(CHOICES["search"], "recorder", choice)
 

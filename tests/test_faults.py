@@ -16,12 +16,12 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from helpers import corridor_config
 
 from ajax_tune import checkpoint
 from ajax_tune.cli import main
 from ajax_tune.errors import CheckpointError, TaskError
 from ajax_tune.runner import CurriculumError, Runner
+from tests.support.helpers import corridor_config
 
 TESTS = pathlib.Path(__file__).resolve().parent
 BUDGET = 512  # env steps per seed per train() of corridor_config
@@ -85,25 +85,26 @@ def test_partial_checkpoints_are_skipped(tmp_path, capsys):
 
 
 def test_failing_curriculum_names_the_function_and_the_iteration():
-    runner = Runner(corridor_config(env_task_fn="fault_callbacks:raise_at_iteration_two"))
+    runner = Runner(corridor_config(env_task_fn="tests.support.fault_callbacks:raise_at_iteration_two"))
     runner.train()
     with pytest.raises(CurriculumError) as failure:
         runner.train()
     message = str(failure.value)
-    assert "env_task_fn fault_callbacks:raise_at_iteration_two raised ValueError: curriculum failed on purpose" in message
+    assert ("env_task_fn tests.support.fault_callbacks:raise_at_iteration_two raised ValueError: curriculum failed on "
+            "purpose") in message
     assert f"after iteration 2 (trained to env_steps {2 * BUDGET};" in message and "not reported" in message
     assert failure.value.result["env_steps"] == 2 * BUDGET  # the trained iteration's result, not lost
     assert runner.iteration == 2 and runner.loop.timestep(runner.state) == 2 * BUDGET
 
-    from curricula import bad_task_fn
+    from tests.support.curricula import bad_task_fn
 
     runner.curriculum.env_task_fn = bad_task_fn  # returns a corridor of 1000 cells
-    with pytest.raises(TaskError, match=r"env_task_fn curricula:bad_task_fn returned a task that does not fit "
+    with pytest.raises(TaskError, match=r"env_task_fn tests.support.curricula:bad_task_fn returned a task that does not fit "
                                         r"after iteration 3 .*length.*\[1, 32\]"):
         runner.train()
     assert runner.get_task()["length"] == 4  # the task stays as it was
 
-    from fault_callbacks import RaiseOnTrainResult
+    from tests.support.fault_callbacks import RaiseOnTrainResult
 
     runner.curriculum.env_task_fn, runner.curriculum.callbacks = None, [RaiseOnTrainResult()]
     with pytest.raises(CurriculumError, match=r"callbacks\[0\] \(RaiseOnTrainResult\) raised RuntimeError: "
@@ -121,14 +122,15 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
     config = experiment_yaml(
         tmp_path, "killed", stop={"training_iteration": 5},
         trial={"agent": {**corridor_config()["agent"], "lr": {"grid": [1e-3, 3e-3]}},
-               "callbacks": [{"class": "fault_callbacks:HoldAfter", "kwargs": {"marker": str(hold), "iteration": 2}}],
+               "callbacks": [{"class": "tests.support.fault_callbacks:HoldAfter",
+                              "kwargs": {"marker": str(hold), "iteration": 2}}],
                # both trials must be live at once (one is held), in a Ray of one CPU beside the session's
                "resources": {"cpu": 0.5}})
     storage = tmp_path / "results"
     experiment = storage / "killed"
     # Tune's experiment snapshot is taken at the start and then only every hour: the driver dies
     # with the snapshot knowing no checkpoint, the case that used to restart trials from scratch.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]),
            "JAX_PLATFORMS": "cpu", "TUNE_GLOBAL_CHECKPOINT_S": "3600"}
     exe = pathlib.Path(sys.executable).parent / "ajax-tune"
     log = tmp_path / "driver.log"
@@ -195,7 +197,7 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
 @pytest.mark.slow
 def test_killed_trial_finishes_exactly_and_the_best_checkpoint_survives(ray_session, tmp_path, capsys):
     marker = tmp_path / "killed"
-    kill = [{"class": "fault_callbacks:KillOnce", "kwargs": {"marker": str(marker), "at_iteration": 3}}]
+    kill = [{"class": "tests.support.fault_callbacks:KillOnce", "kwargs": {"marker": str(marker), "at_iteration": 3}}]
     # The metric is env_steps to minimise: the best checkpoint is the first one, for certain.
     config = experiment_yaml(tmp_path, "best", trial={"callbacks": {"grid": [kill, []]}},
                              tune={"metric": "env_steps", "mode": "min"}, failure={"max_failures": 1},

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from helpers import corridor_loop
 
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.envs import make_env
@@ -10,6 +9,7 @@ from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.schedules import Schedule
+from tests.support.helpers import corridor_loop
 
 
 @pytest.mark.learning

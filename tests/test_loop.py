@@ -5,11 +5,11 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from helpers import assert_trees_equal, corridor_loop, host
 
 from ajax_tune.agents import PPOConfig
 from ajax_tune.fields import ConfigError
 from ajax_tune.schedules import Schedule
+from tests.support.helpers import assert_trees_equal, corridor_loop, host
 
 # Bit-identity is claimed for the build users run: checked there too (slow tier), and in the
 # quicker build the other tests use.

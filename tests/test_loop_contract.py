@@ -8,7 +8,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import corridor_loop
 
 from ajax_tune.agents.hparams import all_finite
 from ajax_tune.envs import EpisodeWrapper, make_env
@@ -16,6 +15,7 @@ from ajax_tune.fields import static, traced, validate
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.schedules import Schedule
+from tests.support.helpers import corridor_loop
 
 NUM_ENVS, UNROLL = 4, 12
 

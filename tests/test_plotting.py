@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from helpers import corridor_config
 from matplotlib.image import imread
 from ray import tune
 
@@ -24,6 +23,7 @@ from ajax_tune.plotting import (
     task_distribution,
 )
 from ajax_tune.trainable import trial_dirname
+from tests.support.helpers import corridor_config
 
 BUDGET = 4 * 8 * 16  # env steps per seed per train() in corridor_config
 ITERATIONS = 5
@@ -32,7 +32,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 @pytest.fixture(scope="module")
 def experiment(ray_session, tmp_path_factory) -> pathlib.Path:
-    space = corridor_config(length=4, lr=tune.grid_search([1e-3, 3e-3]), env_task_fn="curricula:grow_corridor")
+    space = corridor_config(length=4, lr=tune.grid_search([1e-3, 3e-3]), env_task_fn="tests.support.curricula:grow_corridor")
     results = tune.Tuner(AjaxTrainable, param_space=space, tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
                          run_config=tune.RunConfig(storage_path=str(tmp_path_factory.mktemp("plots")), name="grid",
                                                    stop={"training_iteration": ITERATIONS}, verbose=0)).fit()

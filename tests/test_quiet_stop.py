@@ -13,7 +13,7 @@ DRIVER = """
 import atexit, os, signal, threading, time
 import ray
 from ray import tune
-from helpers import corridor_config
+from tests.support.helpers import corridor_config
 from ajax_tune import AjaxTrainable
 
 def exit_cleanup():  # what an exiting worker still runs (JAX, orbax, Ray), when Ray's SIGTERM comes
@@ -48,7 +48,7 @@ stop_and_terminate(Ours, config)
 
 @pytest.mark.slow  # a Ray of its own, with worker output reaching the driver as in a user's terminal
 def test_a_stopped_trial_ends_quietly_at_rays_sigterm(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), str(TESTS)])}
+    env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
     run = subprocess.run([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          env=env, timeout=300, cwd=tmp_path)
     out = run.stdout  # worker output and the driver's own, in the order they came

@@ -3,13 +3,13 @@ without compiling; `check_metric` refuses a name outside them with the nearest o
 
 import jax
 import pytest
-from helpers import corridor_config
 
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.config import ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.results import check_metric, result_keys
 from ajax_tune.runner import Runner
+from tests.support.helpers import corridor_config
 
 LEVELS = {"length": [4, 8, 12]}
 CONFIGS = {
@@ -72,7 +72,7 @@ class DeclaredPPO(PPO):
 
 def test_declared_metric_keys_are_read_without_tracing_a_call(monkeypatch):
     monkeypatch.setattr(TrainLoop, "call", lambda *a: pytest.fail("a call was traced for declared metric keys"))
-    keys = result_keys(corridor_config(agent={"name": "test_results:DeclaredPPO"}))
+    keys = result_keys(corridor_config(agent={"name": "tests.test_results:DeclaredPPO"}))
     assert {"declared/only", "loss/policy", "lr"} <= keys and "loss/value" not in keys
     assert {"health/params_nonfinite_at", "health/opt_state_nonfinite_at", "health/loss_nonfinite_at"} <= keys
 

@@ -5,13 +5,13 @@ import math
 import jax
 import numpy as np
 import pytest
-from helpers import assert_trees_equal, corridor_config
 
 from ajax_tune.config import ConfigError
 from ajax_tune.curriculum import Callback, ThresholdCurriculum
 from ajax_tune.envs import TaskError
 from ajax_tune.runner import Runner
 from ajax_tune.task_control import TaskControl
+from tests.support.helpers import assert_trees_equal, corridor_config
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from helpers import corridor_config
 
 from ajax_tune.checkpoint import METADATA_FILE
 from ajax_tune.config import ConfigError
@@ -16,6 +15,7 @@ from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.samplers import make_sampler
 from ajax_tune.samplers.heldout import HeldOut
+from tests.support.helpers import corridor_config
 
 SPACE = {"length": [4, 32]}
 HELDOUT = {"space": SPACE, "num_tasks": 3, "seed": 0}

@@ -6,7 +6,6 @@ import dataclasses
 import jax
 import numpy as np
 import pytest
-from helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 from ajax_tune import Runner
 from ajax_tune.agents import SAC, SACConfig
@@ -15,6 +14,7 @@ from ajax_tune.envs import make_env
 from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.schedules import Schedule
+from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 # Bit-identity is claimed for the build users run: checked there too (slow tier), and in the
 # quicker build the other tests use.
@@ -254,10 +254,10 @@ def test_asha_over_sac_learning_rate_with_a_point_reach_curriculum(ray_session, 
     ThresholdCurriculum promotes a SAC trial along point_reach's ladder without recompiling."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
-    from test_tune import fit, rows
 
     from ajax_tune import AjaxTrainable
     from ajax_tune.trainable import trial_dirname
+    from tests.test_tune import fit, rows
 
     ladder = {"class": "ajax_tune.curriculum:ThresholdCurriculum",
               "kwargs": {"levels": {"distance": [0.3, 0.6, 1.0], "radius": [0.2, 0.15, 0.1]}, "threshold": 0.9}}
@@ -289,15 +289,15 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
 
     from ray import tune
     from ray.tune.schedulers import PopulationBasedTraining
-    from test_tune import CollectResults, fit
 
     from ajax_tune import AjaxTrainable
     from ajax_tune.trainable import trial_dirname
+    from tests.test_tune import CollectResults, fit
 
     space = point_reach_trial(
         agent={"lr": {"kind": "warmup_cosine", "peak": tune.choice([1e-4, 3e-3]), "warmup_fraction": 0.1}},
         train={"seed": tune.grid_search([0, 1, 2, 3]), "total_timesteps": 8 * BUDGET},
-        callbacks=["replay_probe:ReplayProbe"],
+        callbacks=["tests.support.replay_probe:ReplayProbe"],
     )
     pbt = PopulationBasedTraining(
         time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,  # exploits every round
@@ -332,9 +332,9 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
 @pytest.mark.slow
 def test_sac_on_brax_changes_gravity_between_two_tune_iterations(ray_session, tmp_path):
     from ray import tune  # noqa: F401
-    from test_tune import fit, rows
 
     from ajax_tune import AjaxTrainable
+    from tests.test_tune import fit, rows
 
     space = {
         "env": {"name": "brax/inverted_pendulum", "kwargs": {"max_episode_steps": 16}, "task": {"gravity_scale": 1.0}},

@@ -322,9 +322,8 @@ def test_bad_sampler_configs_are_one_line_errors(spec, message):
 
 
 def test_a_bad_sampler_space_stops_the_runner_before_compiling():
-    from helpers import corridor_config
-
     from ajax_tune.runner import Runner
+    from tests.support.helpers import corridor_config
 
     config = corridor_config(task_sampler={"name": "plr", "kwargs": {"space": {"length": [4, 64]}}})
     with pytest.raises(ConfigError, match=r"task_sampler \(PrioritizedLevelReplay\).space.length: \[4.0, 64.0\] is outside"):

@@ -5,7 +5,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 from ajax_tune.agents import TD3, TD3Config
 from ajax_tune.agents.base import Clock
@@ -13,6 +12,7 @@ from ajax_tune.agents.offpolicy import ReplayTransition
 from ajax_tune.envs import make_env
 from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
+from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 TINY = dict(num_envs=2, unroll_length=8, utd_ratio=0.5, batch_size=16, capacity=80, learning_starts=32,
             hidden_sizes=(16, 16), normalize_observations=True)

@@ -3,11 +3,11 @@ in order, through a real kill of the trial's process and the restore that follow
 
 import pandas as pd
 import pytest
-from helpers import corridor_config
 from ray import tune
 
 from ajax_tune import AjaxTrainable, trial_record
 from ajax_tune.trainable import trial_dirname
+from tests.support.helpers import corridor_config
 
 BUDGET = 8 * 16 * 4  # env steps per seed per train() in corridor_config
 
@@ -34,7 +34,7 @@ def test_every_iteration_once_in_order_through_a_killed_trial(tmp_path, monkeypa
     call once, in order."""
     monkeypatch.setenv("TUNE_GLOBAL_CHECKPOINT_S", "3600")
     marker = tmp_path / "killed"
-    kill = {"class": "fault_callbacks:KillOnce", "kwargs": {"marker": str(marker), "at_iteration": 4}}
+    kill = {"class": "tests.support.fault_callbacks:KillOnce", "kwargs": {"marker": str(marker), "at_iteration": 4}}
     tuner = tune.Tuner(
         AjaxTrainable, param_space=corridor_config(callbacks=[kill]),
         tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),

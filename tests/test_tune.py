@@ -9,13 +9,13 @@ import tempfile
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from helpers import assert_trees_equal, corridor_config
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 
 from ajax_tune import AjaxTrainable, Runner
 from ajax_tune.schedules import Schedule, learning_rate
 from ajax_tune.trainable import trial_dirname
+from tests.support.helpers import assert_trees_equal, corridor_config
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -86,7 +86,7 @@ def check_curriculum_rows(df, promoted):
 @pytest.mark.parametrize("style", ["env_task_fn", "callback"])
 def test_curriculum_on_corridor_grows_and_survives_restore(tmp_path, style):
     if style == "env_task_fn":
-        space = corridor_config(length=4, env_task_fn="curricula:grow_corridor")
+        space = corridor_config(length=4, env_task_fn="tests.support.curricula:grow_corridor")
     else:
         space = corridor_config(length=4, callbacks=[{
             "class": "ajax_tune.curriculum:ThresholdCurriculum",
@@ -229,7 +229,8 @@ def test_pbt_over_lr_schedules_without_recompiling(tmp_path):
 def test_trial_recovers_from_a_failure_exactly(tmp_path):
     never = tmp_path / "never-fails"
     never.write_text("already failed")
-    callbacks = lambda marker: [{"class": "curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 3}}]
+    callbacks = lambda marker: [{"class": "tests.support.curricula:FailOnce",
+                                 "kwargs": {"marker": str(marker), "at_iteration": 3}}]
     space = corridor_config(length=8, callbacks=tune.grid_search([callbacks(tmp_path / "failed"), callbacks(never)]))
     results = fit(AjaxTrainable, space, tmp_path, "recovery", stop={"training_iteration": 5}, checkpoint_every=1,
                   failure_config=tune.FailureConfig(max_failures=1))

@@ -9,13 +9,13 @@ import pathlib
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import corridor_config
 from ray import tune
 from ray.tune.schedulers import PopulationBasedTraining
-from test_tune import BUDGET, CollectResults, fit, rows
 
 from ajax_tune import AjaxTrainable, Runner, trial_record
 from ajax_tune.trainable import trial_dirname
+from tests.support.helpers import corridor_config
+from tests.test_tune import BUDGET, CollectResults, fit, rows
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
 
@@ -31,8 +31,8 @@ def plr_config(temperature, callbacks=()):
 def test_search_over_plr_temperature_and_a_restore_that_continues(tmp_path):
     """Two temperatures; whichever trial reaches its second call first fails once there and Tune
     recovers it from its first checkpoint."""
-    failing = {"class": "curricula:FailOnce", "kwargs": {"marker": str(tmp_path / "failed"), "at_iteration": 2}}
-    space = plr_config(tune.grid_search([0.1, 1.0]), callbacks=[failing, "curricula:SamplerProbe"])
+    failing = {"class": "tests.support.curricula:FailOnce", "kwargs": {"marker": str(tmp_path / "failed"), "at_iteration": 2}}
+    space = plr_config(tune.grid_search([0.1, 1.0]), callbacks=[failing, "tests.support.curricula:SamplerProbe"])
     results = fit(AjaxTrainable, space, tmp_path, "plr_search", stop={"training_iteration": 3}, checkpoint_every=1,
                   failure_config=tune.FailureConfig(max_failures=1),
                   tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max",
@@ -81,7 +81,7 @@ def test_pbt_exploit_continues_the_donors_sampler(tmp_path):
         hyperparam_mutations={"task_sampler": {"kwargs": {"temperature": tune.uniform(0.05, 1.0)}}},
     )
     collect = CollectResults()
-    space = plr_config(tune.grid_search([0.1, 1.0]), callbacks=["curricula:SamplerProbe"])
+    space = plr_config(tune.grid_search([0.1, 1.0]), callbacks=["tests.support.curricula:SamplerProbe"])
     results = fit(AjaxTrainable, space, tmp_path, "plr_pbt", stop={"training_iteration": 4}, callbacks=[collect],
                   tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max", scheduler=pbt,
                                               reuse_actors=True, trial_dirname_creator=trial_dirname))
@@ -103,7 +103,7 @@ def test_pbt_exploit_continues_the_donors_sampler(tmp_path):
 
 def test_rllib_curriculum_fn_drives_corridor_levels_through_tune(tmp_path):
     space = corridor_config(env={"levels": {"length": [4, 8, 12, 16]}, "level_overflow": "clamp"},
-                            env_task_fn="curricula:curriculum_fn")
+                            env_task_fn="tests.support.curricula:curriculum_fn")
     df = rows(fit(AjaxTrainable, space, tmp_path, "rllib_fn", stop={"training_iteration": 5})[0])
     # `current_task + 1` after every call, held at the last level
     assert df["curriculum/task/length"].tolist() == [4, 8, 12, 16, 16]

@@ -16,6 +16,7 @@ An agent on this base supplies its config (on `OffPolicyConfig`), its networks, 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gymnasium
@@ -28,13 +29,22 @@ from ajax_tune.agents.base import AgentBase, Clock
 from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.replay import ReplayBuffer
-from ajax_tune.fields import ConfigError, validate
+from ajax_tune.fields import ConfigError, static, validate
 
 
+@dataclasses.dataclass(frozen=True)
 class OffPolicyConfig:
-    """Checks and the gradient-step count shared by off-policy configs: frozen dataclasses that
-    declare `num_envs`, `unroll_length`, `utd_ratio`, `batch_size`, `capacity`, `learning_starts`
-    and `normalize_observations` (a subclass with checks of its own calls `super().__post_init__()`)."""
+    """The replay settings every off-policy config has (an agent redeclares a field to change its
+    default), their checks and the gradient-step count. A subclass declares
+    `normalize_observations`; one with checks of its own calls `super().__post_init__()`."""
+
+    num_envs: int = static(4, ge=1, doc="envs stepped in lock-step per seed")
+    unroll_length: int = static(8, ge=1, doc="steps per env between updates")
+    utd_ratio: float = static(1.0, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
+    batch_size: int = static(256, ge=1, doc="transitions per gradient step")
+    capacity: int = static(100_000, ge=1, doc="replay buffer size per seed, in transitions")
+    learning_starts: int = static(1_000, ge=0, doc="env steps per seed of uniform random actions, without "
+                                                   "gradient steps, before learning begins")
 
     def __post_init__(self):
         validate(self, "agent")
@@ -99,15 +109,18 @@ class OffPolicyAgent(AgentBase):
     #: what `learn` reports (averaged over its gradient steps): NaN before learning starts
     learn_keys: tuple[str, ...] = ()
 
-    def __init__(self, config: OffPolicyConfig, observation_space: gymnasium.spaces.Box, action_example: jax.Array):
+    def __init__(self, config: OffPolicyConfig, observation_space: gymnasium.spaces.Box,
+                 action_example: jax.ShapeDtypeStruct):
+        """`action_example`: the shape and dtype of one stored action (a shape, not an array, so that
+        building an agent, as `Runner.check` does, starts no JAX backend)."""
         super().__init__(config)
         self.steps_per_update = config.num_envs * config.unroll_length
         self.obs_shape = tuple(observation_space.shape)
         self.optimizer = Optimizer()
         self.obs_norm = RunningNormalizer(self.obs_shape, config.normalize_observations)
-        obs = jnp.zeros(self.obs_shape, jnp.float32)
-        example = ReplayTransition(obs=obs, action=action_example, reward=jnp.zeros((), jnp.float32),
-                                   terminated=jnp.zeros((), jnp.bool_), next_obs=obs)
+        obs = jax.ShapeDtypeStruct(self.obs_shape, jnp.float32)
+        example = ReplayTransition(obs=obs, action=action_example, reward=jax.ShapeDtypeStruct((), jnp.float32),
+                                   terminated=jax.ShapeDtypeStruct((), jnp.bool_), next_obs=obs)
         self.buffer = ReplayBuffer(config.capacity, config.batch_size, example)
 
     def check_run(self, train) -> None:

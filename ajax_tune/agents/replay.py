@@ -12,22 +12,25 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 class ReplayBuffer:
-    """`capacity` transitions shaped like `example` (one unbatched transition)."""
+    """`capacity` transitions shaped like `example` (one unbatched transition: arrays or
+    `jax.ShapeDtypeStruct`s; only shapes and dtypes are read, so building a buffer computes nothing
+    and starts no JAX backend)."""
 
     def __init__(self, capacity: int, batch_size: int, example: Any):
         import flashbax
 
         self.capacity, self.batch_size = int(capacity), int(batch_size)
-        self.example = jax.tree.map(lambda x: jnp.zeros(jnp.shape(x), jnp.result_type(x)), example)
+        self.example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.dtype(x.dtype)), example)
         self._buffer = flashbax.make_item_buffer(
             max_length=self.capacity, min_length=1, sample_batch_size=self.batch_size,
             add_sequences=True, add_batches=False)
 
     def init(self):
-        return self._buffer.init(self.example)
+        return self._buffer.init(jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), self.example))
 
     def add(self, state, transitions):
         """Insert `[T, N, ...]` transitions (all of them: filter before, not after)."""

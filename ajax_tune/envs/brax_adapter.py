@@ -35,6 +35,7 @@ from brax.base import System
 
 from ajax_tune import compat
 from ajax_tune.envs.base import Env, EnvState, Task, TaskField
+from ajax_tune.imports import did_you_mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,8 +86,9 @@ class BraxEnv(Env):
         try:
             env = brax.envs.get_environment(brax_name, **brax_kwargs)
         except KeyError:
-            known = ", ".join(compat.brax_env_names())
-            raise KeyError(f"unknown brax env {brax_name!r}; brax has: {known}") from None
+            known = compat.brax_env_names()
+            hint = did_you_mean(f"brax/{brax_name}", [f"brax/{name}" for name in known])
+            raise KeyError(f"unknown brax env {brax_name!r}{hint} brax has: {', '.join(known)}") from None
         if not isinstance(getattr(env, "sys", None), System):
             raise TypeError(f"brax/{brax_name}: task hooks need a brax PipelineEnv with a `sys`, got {type(env).__name__}")
         self.name = f"brax/{brax_name}"

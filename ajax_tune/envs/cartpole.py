@@ -50,18 +50,10 @@ class CartPole(Env):
         self.observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
         self.action_space = gymnasium.spaces.Discrete(2)  # 0: push left, 1: push right
         self.task_spec = {
-            "pole_length": TaskField(
-                default=0.5, low=0.1, high=2.0, dtype=np.float32,
-                doc="half the pole's length (gymnasium's `length`); shorter poles fall faster",
-            ),
-            "force_mag": TaskField(
-                default=10.0, low=1.0, high=30.0, dtype=np.float32,
-                doc="magnitude of the push on the cart",
-            ),
-            "gravity": TaskField(
-                default=9.8, low=0.0, high=20.0, dtype=np.float32,
-                doc="gravitational acceleration pulling the pole down",
-            ),
+            "pole_length": TaskField(default=0.5, low=0.1, high=2.0,
+                                     doc="half the pole's length (gymnasium's `length`); shorter poles fall faster"),
+            "force_mag": TaskField(default=10.0, low=1.0, high=30.0, doc="magnitude of the push on the cart"),
+            "gravity": TaskField(default=9.8, low=0.0, high=20.0, doc="gravitational acceleration pulling the pole down"),
         }
 
     def reset(self, key, task) -> EnvState:

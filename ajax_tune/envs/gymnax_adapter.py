@@ -30,7 +30,6 @@ steps exactly as gymnax does.
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,6 +43,7 @@ from gymnax.environments import environment as gymnax_environment
 from gymnax.environments import spaces as gymnax_spaces
 
 from ajax_tune.envs.base import Env, EnvState, Task, TaskField
+from ajax_tune.imports import did_you_mean
 
 MAX_FIELD_SIZE = 16  # larger arrays in EnvParams are data (a maze, a table), not knobs
 TIME_LIMIT_FIELD = "max_steps_in_episode"
@@ -87,8 +87,7 @@ class GymnaxEnv(Env):
     ):
         if isinstance(gymnax_id, str):
             if gymnax_id not in gymnax.registered_envs:
-                close = difflib.get_close_matches(gymnax_id, gymnax.registered_envs, n=1)
-                hint = f"; did you mean 'gymnax/{close[0]}'?" if close else ""
+                hint = did_you_mean(f"gymnax/{gymnax_id}", [f"gymnax/{name}" for name in gymnax.registered_envs])
                 raise KeyError(f"unknown gymnax env {gymnax_id!r}{hint} gymnax has: "
                                f"{', '.join(gymnax.registered_envs)}")
             env, params = gymnax.make(gymnax_id, **gymnax_kwargs)
@@ -128,8 +127,7 @@ class GymnaxEnv(Env):
         traceable = self._traceable(candidates)
         unknown = sorted(set(bounds) - set(traceable))
         if unknown:
-            close = difflib.get_close_matches(unknown[0], list(traceable), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = did_you_mean(unknown[0], traceable)
             raise ValueError(f"{self.name}: task_bounds names {unknown}, which are not task fields{hint} "
                              f"Task fields: {', '.join(traceable) or 'none'}")
         spec = {}

@@ -46,7 +46,7 @@ class DQN(OffPolicyAgent):
     def __init__(self, config: DQNConfig, observation_space: gymnasium.spaces.Box, action_space):
         if not isinstance(action_space, gymnasium.spaces.Discrete):
             raise ConfigError(f"agent.name 'dqn' needs a discrete action space; this env's is {action_space}")
-        super().__init__(config, observation_space, jnp.zeros((), jnp.int32))
+        super().__init__(config, observation_space, jax.ShapeDtypeStruct((), jnp.int32))
         self.num_actions = int(action_space.n)
         self.q = MLP(config.hidden_sizes, self.num_actions, config.activation, out_scale=1.0)
 

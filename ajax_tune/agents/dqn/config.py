@@ -16,7 +16,6 @@ from ajax_tune.schedules import Schedule
 @dataclasses.dataclass(frozen=True)
 class DQNConfig(OffPolicyConfig):
     num_envs: int = static(16, ge=1, doc="envs stepped in lock-step per seed")
-    unroll_length: int = static(8, ge=1, doc="steps per env between updates")
     utd_ratio: float = static(0.25, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
     batch_size: int = static(128, ge=1, doc="transitions per gradient step")
     capacity: int = static(50_000, ge=1, doc="replay buffer size per seed, in transitions")

@@ -14,8 +14,8 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from ajax_tune.agents import distributions
 from ajax_tune.agents.base import AgentBase, Clock, action_scale
+from ajax_tune.agents.distributions import for_space
 from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
@@ -54,7 +54,7 @@ class PPO(AgentBase):
     def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
         super().__init__(config)
         self.obs_shape = tuple(observation_space.shape)
-        self.dist = distributions.for_space(action_space)
+        self.dist = for_space(action_space)
         self.to_env = action_scale(action_space)
         self.policy = MLP(config.hidden_sizes, self.dist.param_size, config.activation, out_scale=0.01)
         self.value = MLP(config.hidden_sizes, 1, config.activation, out_scale=1.0)

@@ -36,7 +36,7 @@ class SAC(OffPolicyAgent):
     def __init__(self, config: SACConfig, observation_space: gymnasium.spaces.Box, action_space):
         check_bounded_box("sac", action_space)
         self.action_dim = int(action_space.shape[0])
-        super().__init__(config, observation_space, jnp.zeros((self.action_dim,), jnp.float32))
+        super().__init__(config, observation_space, jax.ShapeDtypeStruct((self.action_dim,), jnp.float32))
         self.dist = TanhNormal(self.action_dim)
         self.to_env = action_scale(action_space)
         self.actor = MLP(config.hidden_sizes, self.dist.param_size, config.activation, out_scale=0.01)

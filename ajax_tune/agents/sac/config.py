@@ -19,13 +19,6 @@ from ajax_tune.schedules import Schedule
 
 @dataclasses.dataclass(frozen=True)
 class SACConfig(OffPolicyConfig):
-    num_envs: int = static(4, ge=1, doc="envs stepped in lock-step per seed")
-    unroll_length: int = static(8, ge=1, doc="steps per env between updates")
-    utd_ratio: float = static(1.0, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
-    batch_size: int = static(256, ge=1, doc="transitions per gradient step")
-    capacity: int = static(100_000, ge=1, doc="replay buffer size per seed, in transitions")
-    learning_starts: int = static(1_000, ge=0, doc="env steps per seed of uniform random actions, without "
-                                                   "gradient steps, before learning begins")
     hidden_sizes: tuple[int, ...] = static((256, 256), ge=1, doc="widths of the actor and critic MLPs")
     activation: str = static("relu", choices=tuple(ACTIVATIONS), doc="hidden-layer activation")
     normalize_observations: bool = static(False, doc="running mean and std of observations")

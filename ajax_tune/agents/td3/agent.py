@@ -35,7 +35,7 @@ class TD3(OffPolicyAgent):
     def __init__(self, config: TD3Config, observation_space: gymnasium.spaces.Box, action_space):
         check_bounded_box("td3", action_space)
         self.action_dim = int(action_space.shape[0])
-        super().__init__(config, observation_space, jnp.zeros((self.action_dim,), jnp.float32))
+        super().__init__(config, observation_space, jax.ShapeDtypeStruct((self.action_dim,), jnp.float32))
         self.to_env = action_scale(action_space)
         self.actor = MLP(config.hidden_sizes, self.action_dim, config.activation, out_scale=0.01)  # tanh of it acts
         self.critic = TwinQ(config.hidden_sizes, config.activation)

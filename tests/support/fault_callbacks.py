@@ -1,4 +1,4 @@
-"""Faults to inject into real runs (importable by Ray workers through PYTHONPATH)."""
+"""Faults to inject into real runs (importable by Ray workers: the repository root is on their PYTHONPATH)."""
 
 import os
 import pathlib

@@ -1,5 +1,5 @@
 """An env factory and an agent that tests name by import path, as a user would name their own
-(importable by Ray workers: the tests directory is on their PYTHONPATH)."""
+(importable by Ray workers: the repository root is on their PYTHONPATH)."""
 
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.envs.corridor import Corridor
