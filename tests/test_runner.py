@@ -67,6 +67,15 @@ def test_eval_at_start_reports_the_untrained_policy_in_the_first_result_only():
     assert_trees_equal(on.state, off.state)
 
 
+def test_a_diverged_first_call_keeps_its_start_evaluation():
+    """Divergence makes the call's scores the worst there is; the start evaluation scored the
+    untrained policy, before anything diverged, and stays as it was."""
+    runner = Runner(corridor_config(lr=1e30, train={"eval_at_start": True}))
+    result = runner.train()
+    assert result["train/nonfinite"] == 1.0 and result["eval/return_mean"] == -math.inf
+    assert math.isfinite(result["eval/start/return_mean"]) and math.isfinite(result["eval/start/success_rate_mean"])
+
+
 def test_reconfigure_onto_a_new_trial_leaks_nothing():
     first = Runner(corridor_config(lr=1e-3, train={"seed": 1}), trial_id="a")
     first.set_task({"length": 9})
