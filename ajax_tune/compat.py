@@ -244,3 +244,42 @@ def result_grid_defaults(results: Any) -> tuple[str | None, str | None]:
     if analysis is None or not hasattr(analysis, "default_metric"):
         raise _gone("ResultGrid._experiment_analysis.default_metric", "ray")
     return analysis.default_metric, analysis.default_mode
+
+
+# -- ray: a class trainable's storage ------------------------------------------------------------
+# A trainable's `_storage` (a StorageContext) names its trial directory on the storage path and
+# the index of the checkpoint directory its next save goes to (`current_checkpoint_index`, plus
+# one, which Tune adds after `save_checkpoint` returns).
+
+
+def trial_storage_dir(trainable: Any) -> str | None:
+    """The trial's directory on a local storage path; None outside Tune or on remote storage."""
+    storage = getattr(trainable, "_storage", None)
+    if storage is None:
+        return None
+    try:
+        if storage.storage_filesystem.type_name != "local":
+            return None
+        return storage.trial_fs_path
+    except AttributeError as exc:
+        raise _gone("the trainable's StorageContext.trial_fs_path", "ray", exc) from None
+
+
+def skip_used_checkpoint_dirs(trainable: Any) -> None:
+    """Make the next save go to a `checkpoint_<index>` directory that does not exist yet.
+
+    The driver counts the saves it registered and hands that count to the trial's next actor; a
+    save it never registered (one of the two a synchronous PBT boundary can take) leaves it one
+    short, and Tune would write the trial's next checkpoint over that save's directory, which
+    PBT may have handed to an exploiting trial."""
+    directory = trial_storage_dir(trainable)
+    if directory is None:
+        return
+    import pathlib
+
+    used = [int(p.name.split("_")[-1]) for p in pathlib.Path(directory).glob("checkpoint_*") if p.name[11:].isdigit()]
+    storage = trainable._storage  # noqa: SLF001
+    if not hasattr(storage, "current_checkpoint_index"):
+        raise _gone("StorageContext.current_checkpoint_index", "ray")
+    if used and storage.current_checkpoint_index < max(used):
+        storage.current_checkpoint_index = max(used)

@@ -76,19 +76,12 @@ class AjaxTrainable(tune.Trainable):
 
     def step(self) -> dict[str, Any]:
         result = self.runner.train()
-        if directory := self._record_directory():
+        if directory := compat.trial_storage_dir(self):
             trial_record.append(directory, self.runner.iteration, {**result, "training_iteration": self.iteration + 1})
         return result
 
-    def _record_directory(self) -> str | None:
-        """The trial's directory on the storage path, where its own record of results goes
-        (see trial_record); None outside Tune or on remote storage."""
-        storage = getattr(self, "_storage", None)
-        if storage is None or storage.storage_filesystem.type_name != "local":
-            return None
-        return storage.trial_fs_path
-
     def save_checkpoint(self, checkpoint_dir: str) -> None:
+        compat.skip_used_checkpoint_dirs(self)  # never over a checkpoint PBT may have handed on
         self.runner.save(checkpoint_dir, result=self.get_state()["last_result"])
 
     def load_checkpoint(self, checkpoint: str) -> None:
@@ -98,14 +91,15 @@ class AjaxTrainable(tune.Trainable):
         saved = read_metadata(chosen).get("extra", {}).get("result", {})
         # Tune's counters follow the state loaded: those of the call the checkpoint was saved after.
         # They differ from what Tune restored after a damaged checkpoint, and when synchronous PBT
-        # hands an exploiting trial a donor checkpoint that the donor's next save overwrote.
+        # hands an exploiting trial a donor checkpoint that the donor's next save overwrote (which
+        # save_checkpoint now prevents, through compat.skip_used_checkpoint_dirs).
         restored = self.iteration
         if note is None and restored and saved.get("training_iteration", restored) != restored:
             logger.warning("%s: %s was saved after iteration %s, not %s as Tune restored; continuing from %s",
                            self.trial_id, chosen, saved["training_iteration"], restored, saved["training_iteration"])
         compat.set_trainable_progress(self, saved)
         self.runner.restore(chosen)
-        if directory := self._record_directory():
+        if directory := compat.trial_storage_dir(self):
             trial_record.rewind(directory, self.runner.iteration)
 
     def cleanup(self) -> None:

@@ -38,9 +38,8 @@ import os
 import ray
 from ray import tune
 
-from ajax_tune import AjaxTrainable
+from ajax_tune import AjaxTrainable, trial_names
 from ajax_tune.curriculum import Callback
-from ajax_tune.trainable import trial_dirname
 
 START = {"distance": 0.5, "radius": 0.3}
 HARDEST = {"distance": 3.0, "radius": 0.05}
@@ -117,7 +116,7 @@ iterations = 6 if args.smoke else 60
 tuner = tune.Tuner(
     AjaxTrainable,
     param_space=config,
-    tune_config=tune.TuneConfig(trial_name_creator=trial_dirname, trial_dirname_creator=trial_dirname),
+    tune_config=tune.TuneConfig(**trial_names()),
     run_config=tune.RunConfig(
         name="curriculum_callback", storage_path=os.path.abspath(args.storage_path),
         stop={"training_iteration": iterations}, verbose=0 if args.smoke else 1,

@@ -60,8 +60,7 @@ def main():
     import ray
     from ray import tune
 
-    from ajax_tune import AjaxTrainable
-    from ajax_tune.trainable import trial_dirname
+    from ajax_tune import AjaxTrainable, trial_names
 
     here = pathlib.Path(__file__).resolve().parent
     local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
@@ -92,7 +91,7 @@ def main():
     tuner = tune.Tuner(
         AjaxTrainable,
         param_space=config,
-        tune_config=tune.TuneConfig(trial_name_creator=trial_dirname, trial_dirname_creator=trial_dirname),
+        tune_config=tune.TuneConfig(**trial_names()),
         run_config=tune.RunConfig(
             name="curriculum_env_task_fn", storage_path=os.path.abspath(args.storage_path),
             stop={"training_iteration": iterations}, verbose=0 if args.smoke else 1,

@@ -109,9 +109,8 @@ def main():
     import ray
     from ray import tune
 
-    from ajax_tune import AjaxTrainable, Runner
+    from ajax_tune import AjaxTrainable, Runner, trial_names
     from ajax_tune.envs import register
-    from ajax_tune.trainable import trial_dirname
 
     # The workers import "custom_env" from this directory.
     here = pathlib.Path(__file__).resolve().parent
@@ -132,7 +131,7 @@ def main():
     results = tune.Tuner(
         AjaxTrainable,
         param_space=config,
-        tune_config=tune.TuneConfig(trial_name_creator=trial_dirname, trial_dirname_creator=trial_dirname),
+        tune_config=tune.TuneConfig(**trial_names()),
         run_config=tune.RunConfig(
             name="custom_env", storage_path=str(storage), stop={"training_iteration": iterations},
             verbose=0 if args.smoke else 1,

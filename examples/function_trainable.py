@@ -32,7 +32,7 @@ import tempfile
 import ray
 from ray import tune
 
-from ajax_tune.trainable import trial_dirname
+from ajax_tune import trial_names
 
 MAX_LENGTH = 32
 
@@ -87,7 +87,7 @@ iterations = 6 if args.smoke else 20
 tuner = tune.Tuner(
     tune.with_resources(train_corridor, {"cpu": 1}),
     param_space={"ajax": ajax_config, "iterations": iterations, "crash_at": args.crash_at or -1},
-    tune_config=tune.TuneConfig(trial_name_creator=trial_dirname, trial_dirname_creator=trial_dirname),
+    tune_config=tune.TuneConfig(**trial_names()),
     run_config=tune.RunConfig(
         name="function_trainable", storage_path=os.path.abspath(args.storage_path),
         failure_config=tune.FailureConfig(max_failures=1), verbose=0 if args.smoke else 1,

@@ -43,9 +43,8 @@ def main():
     import ray
     from ray import tune
 
-    from ajax_tune import AjaxTrainable
+    from ajax_tune import AjaxTrainable, trial_names
     from ajax_tune.plotting import plot_experiment
-    from ajax_tune.trainable import trial_dirname
 
     local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
     ray.init(address=args.address, **local_ray)
@@ -67,7 +66,7 @@ def main():
         AjaxTrainable,
         param_space=config,
         tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max", reuse_actors=True,
-                                    trial_name_creator=trial_dirname, trial_dirname_creator=trial_dirname),
+                                    **trial_names()),
         run_config=tune.RunConfig(name="task_samplers", storage_path=os.path.abspath(args.storage_path),
                                   stop={"training_iteration": iterations}, verbose=0 if args.smoke else 1),
     )

@@ -26,8 +26,7 @@ import ray
 from ray import tune
 from ray.tune.schedulers import ASHAScheduler
 
-from ajax_tune import AjaxTrainable
-from ajax_tune.trainable import trial_dirname
+from ajax_tune import AjaxTrainable, trial_names
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
@@ -60,7 +59,7 @@ tuner = tune.Tuner(
     param_space=config,
     tune_config=tune.TuneConfig(
         metric="eval/return_mean", mode="max", num_samples=num_samples, scheduler=asha,
-        reuse_actors=True, trial_name_creator=trial_dirname, trial_dirname_creator=trial_dirname,
+        reuse_actors=True, **trial_names(),
     ),
     run_config=tune.RunConfig(
         name="tune_search", storage_path=os.path.abspath(args.storage_path),

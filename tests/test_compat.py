@@ -189,3 +189,25 @@ def test_tune_reads_the_result_box_keys_from_the_trainable():
 
     keys = compat.tune_result_keys(AjaxTrainable)
     assert isinstance(keys, ResultBox) and keys is getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
+
+
+def test_a_trainables_storage(tmp_path):
+    """The trial directory of a trainable's storage, and a next save that never lands on an
+    existing checkpoint directory (the driver's count of saves can be one short)."""
+    import types
+
+    from ray.train._internal.storage import StorageContext
+
+    storage = StorageContext(str(tmp_path), "exp", trial_dir_name="trial", current_checkpoint_index=0)
+    trainable = types.SimpleNamespace(_storage=storage)
+    trial_dir = tmp_path / "exp" / "trial"
+    assert compat.trial_storage_dir(trainable) == str(trial_dir)
+    assert compat.trial_storage_dir(types.SimpleNamespace()) is None  # outside Tune
+
+    for name in ("checkpoint_000000", "checkpoint_000001"):  # two saves, one of them registered
+        (trial_dir / name).mkdir(parents=True)
+    compat.skip_used_checkpoint_dirs(trainable)
+    storage._update_checkpoint_index({})  # what Tune does after save_checkpoint
+    assert storage.checkpoint_dir_name == "checkpoint_000002"
+    compat.skip_used_checkpoint_dirs(trainable)  # an index past every directory stays as it is
+    assert storage.current_checkpoint_index == 2

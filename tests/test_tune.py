@@ -143,7 +143,7 @@ def test_function_trainable_with_the_core_object(tmp_path):
 def test_curriculum_pays_off_on_a_long_corridor(tmp_path):
     """Same 4 seeds, same budget, same deceptive 32-cell corridor (a door at the start pays 0.2):
     direct training leaves at least one of its seeds taking the door, never reaching the far end
-    (2 of the 4 when measured); a curriculum that starts at 4 cells ends with every seed reaching
+    (3 of the 4 when measured, with raw observations); a curriculum that starts at 4 cells ends with every seed reaching
     it."""
     ladder = {"class": "ajax_tune.curriculum:ThresholdCurriculum",
               "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0}}
