@@ -35,8 +35,12 @@ class CallOutput:
     `eval/heldout/*`): `timestep`, the evaluation rows (`eval/timestep` is -1 and the values NaN
     where none ran), the task evaluations ran on (`task/<field>`), the training episodes
     (`train/*`) and the agent's metrics under its own names. `stats` are the per-env sums of the
-    call; `health` is, per part of the agent, 1 at each update while that part was finite."""
+    call; `health` is, per part of the agent, 1 at each update while that part was finite.
+    `start` is the evaluation before the run's first update (`train.eval_at_start`), under the
+    evaluation rows' names (`[seeds]`; `[seeds, num_heldout]` for `eval/heldout/*`): NaN in any
+    call but the run's first, and in every call without the option."""
 
     rows: dict[str, jax.Array]
     stats: CallStats
     health: dict[str, jax.Array]
+    start: dict[str, jax.Array]

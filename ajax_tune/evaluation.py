@@ -4,8 +4,9 @@ In the graph, `make_evaluate` runs `episodes` envs with the deterministic policy
 done (at most the time limit), on whatever task it is given. On the host, `summarize` turns one
 call's output (fixed-shape rows, `[num_seeds, updates]` per key, and the agent's health) into
 plain floats for a result, under the names `ajax_tune.keys` declares: the latest evaluation's
-mean, spread and per-seed values, the agent's metrics, the task at the end of the call, and
-whether anything stopped being finite (`Health`).
+mean, spread and per-seed values, the evaluation before the run's first update where it ran, the
+agent's metrics, the task at the end of the call, and whether anything stopped being finite
+(`Health`).
 """
 
 from __future__ import annotations
@@ -109,7 +110,22 @@ def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",)) -> dict[str, f
         result[f"train/episode_{name}_mean"] = float((per_update * episodes).sum() / total) if total else math.nan
     result["train/episodes"] = float(episodes.sum() / num_seeds)
     result["train/useful_steps"] = float(rows["train/useful_steps"].astype(np.float64).sum() / num_seeds)
+    result.update(start_result(out.start))
     result.update(Health.of(out).result())
+    return result
+
+
+def start_result(start: dict) -> dict[str, float]:
+    """The evaluation before the first update (`CallOutput.start`) under `keys.START_KEYS`
+    (and the held-out means): NaN where it did not run."""
+    per_seed = np.asarray(start["eval/return"], np.float64)
+    ran = bool(np.any(~np.isnan(per_seed)))
+    spread = (lambda f: float(f(per_seed))) if ran else (lambda f: math.nan)  # noqa: E731
+    values = (_nanmean(per_seed), spread(np.std), spread(np.min), spread(np.max), _nanmean(start["eval/success"]))
+    result = dict(zip(keys.START_KEYS, values, strict=True))
+    if HELDOUT_ROWS[0] in start:
+        num_tasks = np.shape(start[HELDOUT_ROWS[0]])[-1]
+        result.update(zip(keys.start_heldout_keys(num_tasks), (_nanmean(start[k]) for k in HELDOUT_ROWS), strict=True))
     return result
 
 

@@ -25,6 +25,13 @@ EVAL_KEYS = ("eval/timestep", "eval/num_evaluations", "eval/return_mean", "eval/
              "eval/length_mean", "eval/success_rate_mean")
 EVAL_SEED = "eval/return_seed"
 
+#: The evaluation before the run's first update (`train.eval_at_start`): in every result, NaN
+#: in all but the run's first (and in every one without the option). Its own keys, never the
+#: latest evaluation's, so a metric on `eval/return_mean` ranks and schedules trials as before.
+START_PREFIX = "eval/start/"
+START_KEYS = ("eval/start/return_mean", "eval/start/return_std", "eval/start/return_min", "eval/start/return_max",
+              "eval/start/success_rate_mean")
+
 #: Training episodes and steps of the call.
 TRAIN_KEYS = ("timestep", "train/episode_return_mean", "train/episode_length_mean", "train/episodes",
               "train/useful_steps")
@@ -68,6 +75,19 @@ def heldout_keys(num_tasks: int) -> list[str]:
         return []
     return [f"{HELDOUT_PREFIX}{name}_mean" for name in HELDOUT_NAMES] + [
         f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES]
+
+
+def start_heldout_keys(num_tasks: int) -> list[str]:
+    """The held-out set's means at the start (no per-task keys)."""
+    return [f"{START_PREFIX}heldout/{name}_mean" for name in HELDOUT_NAMES] if num_tasks else []
+
+
+def start_key(key: str) -> str | None:
+    """The start evaluation's counterpart of an evaluation key (`eval/return_mean` ->
+    `eval/start/return_mean`), or None for a key that is no evaluation's."""
+    if not key.startswith("eval/") or key.startswith(START_PREFIX):
+        return None
+    return START_PREFIX + key[len("eval/"):]
 
 
 def task_field_keys(shapes: dict[str, tuple[int, ...]]) -> list[str]:

@@ -36,6 +36,9 @@ __all__ = ["CallOutput", "CallStats", "LoopConfig", "TrainLoop", "TrainState"]
 
 ON_NONFINITE = ("stop", "error", "continue")
 RESET_MODES = ("next_step", "unroll_start")
+#: Folded into a seed's key (never replacing it) for the evaluation before the first update, so
+#: the training stream is the same with `eval_at_start` on or off.
+START_SALT = 0x5747
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,6 +48,8 @@ class LoopConfig:
                                                             "whole unrolls of every built-in agent's defaults)")
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
     eval_episodes: int = static(10, ge=1, doc="episodes of the deterministic policy per evaluation, per seed")
+    eval_at_start: bool = static(False, doc="evaluate the untrained policy once, before the run's first update: "
+                                            "eval/start/* in the first result (NaN in later ones)")
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
     reset_mode: str = static("next_step", choices=RESET_MODES,
                              doc="when a finished env starts its next episode: on the very next step, "
@@ -263,12 +268,25 @@ class TrainLoop:
     def call(self, state: TrainState) -> tuple[TrainState, CallOutput]:
         """The pure function `train` compiles (not jitted, not donated): trace it with
         `jax.eval_shape(loop.call, loop.abstract_state())` to learn a call's output."""
+        start = self._evaluate_at_start(state)
         stats = jax.vmap(self._empty_stats)(state.env.task)
         (state, stats), (rows, health) = jax.lax.scan(self._update, (state, stats), None, length=self.updates_per_call)
         swap = lambda tree: jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)  # noqa: E731 [updates, seeds] -> [seeds, updates]
         if not self.env.has_success:
             stats = stats.replace(success_sum=jnp.full_like(stats.success_sum, jnp.nan))
-        return state, CallOutput(rows=swap(rows), stats=stats.replace(task=state.env.task), health=swap(health))
+        return state, CallOutput(rows=swap(rows), stats=stats.replace(task=state.env.task), health=swap(health),
+                                 start=start)
+
+    def _evaluate_at_start(self, state: TrainState) -> dict[str, jax.Array]:
+        """The untrained policy's evaluation, in the call that starts the run (the iteration is
+        absolute, so a restored run never repeats it); NaN in every other call. Without the
+        option the program holds no branch for it at all."""
+        if not self.config.eval_at_start:
+            return self._no_evaluation()
+        keys = jax.vmap(lambda k: jax.random.fold_in(k, START_SALT))(state.key)
+        return jax.lax.cond(state.iteration[0] == 0,
+                            lambda: self._evaluate_all(state.agent, state.eval_task, state.heldout, keys),
+                            self._no_evaluation)
 
     def _empty_stats(self, task: Task) -> CallStats:
         zeros = jnp.zeros((self.venv.num_envs,), jnp.float32)

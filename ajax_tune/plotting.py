@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ajax_tune import keys as K
+
 STEP = "env_steps"
 RETURN = "eval/return_mean"
 SEED_PREFIX = "eval/return_seed"
@@ -79,12 +81,30 @@ def seed_band(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 
 
 def learning_curve(segment: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(env_steps, mean return, seed min, seed max) of the rows that evaluated."""
+    """(env_steps, mean return, seed min, seed max) of the rows that evaluated, from env step 0
+    where the segment's first row holds the evaluation before the first update."""
     if RETURN not in segment:
         return (np.zeros(0),) * 4
     evaluated = segment[segment[RETURN].notna()]
     lo, hi = seed_band(evaluated)
-    return evaluated[STEP].to_numpy(np.float64), evaluated[RETURN].to_numpy(np.float64), lo, hi
+    curve = evaluated[STEP].to_numpy(np.float64), evaluated[RETURN].to_numpy(np.float64), lo, hi
+    start = start_point(segment, RETURN)
+    if start is None:
+        return curve
+    band = [start_point(segment, f"{K.START_PREFIX}return_{end}") for end in ("min", "max")]
+    first = (0.0, start, *(math.nan if v is None else v for v in band))
+    return tuple(np.concatenate([[v], c]) for v, c in zip(first, curve))
+
+
+def start_point(segment: pd.DataFrame, column: str) -> float | None:
+    """The start evaluation's value of `column` (`eval/start/...` for `eval/...`) when the
+    segment's first row has it: only a run's first result does, so a segment that continued a
+    restored checkpoint (a PBT exploit) starts where it was restored."""
+    start = column if column.startswith(K.START_PREFIX) else K.start_key(column)
+    if start is None or start not in segment or segment.empty:
+        return None
+    value = float(segment[start].iloc[0])
+    return value if math.isfinite(value) else None
 
 
 def histogram_fields(trials: list[TrialSeries]) -> list[str]:
@@ -217,15 +237,20 @@ def learning_curves_figure(trials: list[TrialSeries], colors, metric: str = RETU
 
 
 def metric_curve(segment: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(env_steps, value, low, high) of the rows that report `column`; the band is the seeds'
-    spread for the return, NaN otherwise."""
+    """(env_steps, value, low, high) of the rows that report `column`, from env step 0 where the
+    start evaluation has its counterpart; the band is the seeds' spread for the return, NaN
+    otherwise."""
     if column == RETURN:
         return learning_curve(segment)
     if column not in segment:
         return (np.zeros(0),) * 4
     rows = segment[segment[column].notna()]
-    nan = np.full(len(rows), np.nan)
-    return rows[STEP].to_numpy(np.float64), rows[column].to_numpy(np.float64), nan, nan.copy()
+    x, y = rows[STEP].to_numpy(np.float64), rows[column].to_numpy(np.float64)
+    start = start_point(segment, column)
+    if start is not None:
+        x, y = np.concatenate([[0.0], x]), np.concatenate([[start], y])
+    nan = np.full(len(x), np.nan)
+    return x, y, nan, nan.copy()
 
 
 def _curriculum(trials: list[TrialSeries], colors, fields: list[str], path: pathlib.Path) -> pathlib.Path:

@@ -41,7 +41,7 @@ def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     fields = K.task_field_keys(task_shapes)
     keys = {*K.RUNNER_KEYS, *K.EVAL_KEYS, *K.seed_keys(cfg.train.num_seeds), *K.TRAIN_KEYS, K.NONFINITE,
             *(K.health_key(part) for part in health), *metrics,
-            *K.heldout_keys(loop.num_heldout),
+            *K.heldout_keys(loop.num_heldout), *K.START_KEYS, *K.start_heldout_keys(loop.num_heldout),
             *K.prefixed(K.TASK_PREFIX, fields), *K.prefixed(K.NEXT_TASK_PREFIX, fields)}
     if parts.levels is not None:
         keys.add(K.LEVEL)

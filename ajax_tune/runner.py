@@ -27,6 +27,7 @@ from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.evaluation import Health, make_evaluate
+from ajax_tune.keys import START_PREFIX
 from ajax_tune.results import check_metric, keys_of
 from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.task_control import EnvContext, TaskControl
@@ -142,8 +143,9 @@ class Runner:
                    f"{self.iteration}: {part} stopped being finite at env step {int(at)}; "
                    f"its scores read as -inf and no checkpoint of this state is written, so the last good "
                    f"one stays (train.on_nonfinite: {self.config.train.on_nonfinite})")
-        for key in result:
-            if key.startswith(("eval/", "train/episode_return")) and ("return" in key or "success" in key):
+        for key in result:  # the start evaluation scored the untrained policy, not this state: it stays
+            if key.startswith(("eval/", "train/episode_return")) and ("return" in key or "success" in key) \
+                    and not key.startswith(START_PREFIX):
                 result[key] = -math.inf
         if self.config.train.on_nonfinite == "error":
             raise DivergedError(message)

@@ -1,6 +1,7 @@
 """The ajax-tune command line: run, evaluate, plot, resume, and one-line errors for bad input."""
 
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from ajax_tune.cli import main
+from ajax_tune.plotting import learning_curve, load_trials
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 TESTS = pathlib.Path(__file__).resolve().parent
@@ -107,6 +109,15 @@ def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys):
     path = write(tmp_path, yaml.safe_dump(config))
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0
     out = capsys.readouterr().out
+    # the shipped config evaluates the untrained policy: each trial's curve starts at env step 0
+    trials = load_trials(tmp_path / "r" / config["name"])
+    assert len(trials) == 1
+    for trial in trials:
+        starts = trial.frame["eval/start/return_mean"]
+        assert math.isfinite(starts.iloc[0]) and starts.iloc[1:].isna().all()
+        x, mean, lo, hi = learning_curve(trial.segments[0])
+        assert x[0] == 0 and x[1:].tolist() == trial.frame["env_steps"].tolist()
+        assert lo[0] <= mean[0] <= hi[0] and mean[0] < mean[-1]  # the untrained policy scores below the trained
     checkpoint = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("checkpoint"))
     assert main(["evaluate", checkpoint, "--episodes", "5", "--json"]) == 0
     jax_stats = json.loads(capsys.readouterr().out)

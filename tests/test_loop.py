@@ -75,6 +75,36 @@ def test_split_runs_are_bit_identical(tmp_path, build):
     assert eval_steps[eval_steps >= 0].tolist() == [3 * UNROLL, 6 * UNROLL]
 
 
+@BUILDS
+def test_the_start_evaluation_runs_once_per_run_and_changes_no_training(tmp_path, build):
+    """With `eval_at_start` the run's first call evaluates before its first update, and a restored
+    run never again (the iteration is absolute). Its key is folded out of each seed's stream, not
+    drawn from it, so training with the option on is bit-identical to training without it, with
+    or without a save and restore between the calls."""
+    kw = dict(timesteps_per_iteration=2 * UNROLL, eval_every=3 * UNROLL)
+    off = corridor_loop({"lr": LR}, **kw)
+    state_off, outs_off = off.init(seed=3), []
+    for _ in range(2):
+        state_off, out = off.train(state_off)
+        outs_off.append(host(out))
+
+    on = corridor_loop({"lr": LR}, eval_at_start=True, **kw)
+    state, first = on.train(on.init(seed=3))
+    on.save(tmp_path / "ck", state)
+    restored = corridor_loop({"lr": LR}, eval_at_start=True, **kw)
+    state, _ = restored.restore(tmp_path / "ck")
+    state, second = restored.train(state)
+    first, second = host(first), host(second)
+    assert_trees_equal(state, state_off)
+    assert_trees_equal(concat_rows([first, second]), concat_rows(outs_off))
+    assert on.compilations == restored.compilations == 1
+
+    assert {np.shape(v) for v in first.start.values()} == {(2,)}  # one value per seed
+    assert not np.isnan(first.start["eval/return"]).any() and first.start["eval/return"].min() >= 0
+    for out in (second, *outs_off):  # a restored run, and a run without the option: none
+        assert all(np.isnan(v).all() for v in out.start.values())
+
+
 def test_no_recompilation_when_task_and_hyperparameters_change(tmp_path):
     loop = corridor_loop({"lr": LR})
     state = loop.init()

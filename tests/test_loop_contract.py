@@ -74,12 +74,12 @@ class RecordingAgent:
         return {**state, "scale": jnp.asarray(config.scale, jnp.float32)}
 
 
-def toy_loop(reset_mode="next_step", max_episode_steps=6, num_heldout=0, **train):
+def toy_loop(reset_mode="next_step", max_episode_steps=6, num_heldout=0, agent=None, **train):
     env = EpisodeWrapper(make_env("corridor", max_length=16, default_length=2), max_episode_steps=max_episode_steps)
     config = LoopConfig(**{"total_timesteps": 10_000, "timesteps_per_iteration": 3 * NUM_ENVS * UNROLL,
                            "eval_every": 3 * NUM_ENVS * UNROLL, "eval_episodes": 2, "num_seeds": 2,
                            "reset_mode": reset_mode, **train})
-    return TrainLoop(env, RecordingAgent(), config, num_heldout=num_heldout)
+    return TrainLoop(env, agent or RecordingAgent(), config, num_heldout=num_heldout)
 
 
 def last_unroll(state):
@@ -186,6 +186,33 @@ def test_heldout_tasks_are_evaluated_each_on_its_own():
     assert np.isnan(out.rows["eval/heldout/return"][:, :2]).all()  # no evaluation before the call's last update
     with pytest.raises(Exception, match="expected integer scalar in \\[1, 16\\]"):
         loop.set_heldout(state, {"length": np.array([1, 7, 17])})
+
+
+class RightOnceUpdated(RecordingAgent):
+    """Deterministic: "left" (never reaching the door) until its first update, "right" after."""
+
+    def act(self, state, obs, key, deterministic=False):
+        if deterministic:
+            return jnp.where(state["updates"] > 0, 1, 0) * jnp.ones(obs.shape[0], jnp.int32), {}
+        return super().act(state, obs, key)
+
+
+def test_the_start_evaluation_sees_the_agent_before_its_first_update():
+    loop = toy_loop("next_step", max_episode_steps=8, num_heldout=2, agent=RightOnceUpdated(), eval_at_start=True)
+    state = loop.set_heldout(loop.init(), {"length": np.array([1, 7])})
+    state, first = loop.train(state)
+    _, second = loop.train(state)
+    assert first.start["eval/return"].shape == (2,) and first.start["eval/heldout/success"].shape == (2, 2)
+    result = loop.summarize(first)
+    assert result["eval/start/return_mean"] == result["eval/start/success_rate_mean"] == 0.0  # it went left
+    assert result["eval/start/heldout/success_rate_mean"] == 0.0
+    assert result["eval/return_mean"] == result["eval/success_rate_mean"] == 1.0  # updated, it goes right
+    assert result["eval/heldout/success_rate_mean"] == 1.0
+    assert result["eval/start/return_min"] == result["eval/start/return_max"] == result["eval/start/return_std"] == 0.0
+    later = loop.summarize(second)
+    assert all(np.isnan(later[k]) for k in later if k.startswith("eval/start/"))
+    assert set(later) == set(result)  # the same keys every call
+    assert loop.compilations == 1
 
 
 def test_agent_that_needs_next_step_resets_is_refused_unroll_start():

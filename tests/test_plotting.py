@@ -18,6 +18,7 @@ from ajax_tune.plotting import (
     learning_curves_figure,
     lineage_segments,
     load_trials,
+    metric_curve,
     plot_experiment,
     seed_band,
     task_distribution,
@@ -128,6 +129,35 @@ def test_learning_curve_skips_rows_without_evaluation_and_bands_the_seeds(tmp_pa
     np.testing.assert_array_equal(lo[evaluated], seeds[evaluated].min(axis=1))
     np.testing.assert_array_equal(hi[evaluated], seeds[evaluated].max(axis=1))
     assert np.isnan(lo[~evaluated]).all() and np.isnan(hi[~evaluated]).all()
+
+
+def test_curves_start_at_env_step_zero_where_the_first_row_has_the_start_evaluation(tmp_path):
+    """Only a run's first result holds `eval/start/*` (NaN after): its point goes first, at env
+    step 0, on the return and on every metric with a start counterpart; a segment that continued
+    a restored checkpoint starts where it was restored."""
+    root = tmp_path / "start"
+    rows = {"env_steps": [100, 200, 100, 200], "timesteps_this_iter": [100] * 4,
+            "eval/return_mean": [0.5, 0.7, 0.6, 0.8], "eval/return_seed0": [0.4, 0.6, 0.5, 0.7],
+            "eval/return_seed1": [0.6, 0.8, 0.7, 0.9], HELDOUT: [0.2, 0.4, 0.3, 0.5],
+            "eval/start/return_mean": [0.1, NAN, NAN, NAN], "eval/start/return_min": [0.0, NAN, NAN, NAN],
+            "eval/start/return_max": [0.2, NAN, NAN, NAN], "eval/start/heldout/success_rate_mean": [0.05, NAN, NAN, NAN]}
+    write_trial(root, "t_a", rows, {"agent": {"lr": 1e-3}})
+    write_trial(root, "t_b", {k: v[:2] for k, v in rows.items() if not k.startswith("eval/start/")}, {"agent": {"lr": 3e-3}})
+    a, b = load_trials(root)
+    first, exploited = a.segments  # env steps went back: a PBT exploit at 200
+    x, mean, lo, hi = learning_curve(first)
+    assert x.tolist() == [0, 100, 200] and mean.tolist() == [0.1, 0.5, 0.7]
+    assert lo.tolist() == [0.0, 0.4, 0.6] and hi.tolist() == [0.2, 0.6, 0.8]
+    assert learning_curve(exploited)[0].tolist() == [100, 200]
+    x, value, _, _ = metric_curve(first, HELDOUT)
+    assert x.tolist() == [0, 100, 200] and value.tolist() == [0.05, 0.2, 0.4]
+    assert learning_curve(b.segments[0])[0].tolist() == [100, 200]  # results without the start evaluation
+
+    fig = learning_curves_figure([a, b], ["C0", "C1"], HELDOUT)
+    for ax in fig.axes:  # the metric's panel and the return's
+        starts = {line.get_label(): line.get_xdata()[0] for line in ax.get_lines() if line.get_label() == a.label}
+        assert starts == {a.label: 0}
+        assert {line.get_xdata()[0] for line in ax.get_lines()} == {0, 100}
 
 
 def test_curriculum_figure_only_when_the_curriculum_moved_or_has_levels(tmp_path):

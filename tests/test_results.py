@@ -14,7 +14,7 @@ from tests.support.helpers import corridor_config
 LEVELS = {"length": [4, 8, 12]}
 CONFIGS = {
     "ppo_levels_heldout_callback": corridor_config(
-        env={"levels": LEVELS, "level": 1},
+        env={"levels": LEVELS, "level": 1}, train={"eval_at_start": True},
         heldout={"tasks": [{"length": 6}, {"length": 20}]},
         callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
                     "kwargs": {"levels": LEVELS, "mix_earlier": 0.25}}]),

@@ -48,6 +48,34 @@ def test_bad_task_from_env_task_fn_leaves_the_state_alone(runner):
     assert int(np.asarray(runner.state.iteration)[0]) == int(before.iteration[0]) + 4
 
 
+def test_eval_at_start_reports_the_untrained_policy_in_the_first_result_only():
+    """Where the option is off the keys are there and NaN; where on, the first result holds the
+    untrained policy's evaluation, and the same one program trains exactly as without it (its
+    key is folded out of the stream, not drawn from it)."""
+    starts = ("eval/start/return_mean", "eval/start/return_std", "eval/start/return_min", "eval/start/return_max",
+              "eval/start/success_rate_mean")
+    on, off = (Runner(corridor_config(length=16, train={"eval_at_start": flag})) for flag in (True, False))
+    untrained = on.evaluate(episodes=4)  # the corridor and the deterministic policy draw nothing
+    first, second = on.train(), on.train()
+    assert first["eval/start/return_mean"] == pytest.approx(untrained["return"].mean())
+    assert first["eval/start/success_rate_mean"] == pytest.approx(untrained["success"].mean())
+    assert first["eval/start/return_min"] <= first["eval/start/return_mean"] <= first["eval/start/return_max"]
+    assert all(math.isfinite(first[k]) for k in starts) and all(math.isnan(second[k]) for k in starts)
+    assert first["perf/compilations"] == second["perf/compilations"] == 1
+    for result in (off.train(), off.train()):
+        assert all(math.isnan(result[k]) for k in starts) and set(result) == set(first)
+    assert_trees_equal(on.state, off.state)
+
+
+def test_a_diverged_first_call_keeps_its_start_evaluation():
+    """Divergence makes the call's scores the worst there is; the start evaluation scored the
+    untrained policy, before anything diverged, and stays as it was."""
+    runner = Runner(corridor_config(lr=1e30, train={"eval_at_start": True}))
+    result = runner.train()
+    assert result["train/nonfinite"] == 1.0 and result["eval/return_mean"] == -math.inf
+    assert math.isfinite(result["eval/start/return_mean"]) and math.isfinite(result["eval/start/success_rate_mean"])
+
+
 def test_reconfigure_onto_a_new_trial_leaks_nothing():
     first = Runner(corridor_config(lr=1e-3, train={"seed": 1}), trial_id="a")
     first.set_task({"length": 9})
