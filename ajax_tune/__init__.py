@@ -6,8 +6,17 @@ and is loaded on first use.
 
 __version__ = "0.1.0"
 
-__all__ = ["AjaxTrainable", "Callback", "Config", "Runner", "TaskSettableEnv", "ThresholdCurriculum",
-           "configure_jax", "trial_names", "__version__"]
+__all__ = [
+    "AjaxTrainable",
+    "Callback",
+    "Config",
+    "Runner",
+    "TaskSettableEnv",
+    "ThresholdCurriculum",
+    "configure_jax",
+    "trial_names",
+    "__version__",
+]
 
 
 def __getattr__(name):

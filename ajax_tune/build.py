@@ -40,8 +40,14 @@ class RunParts:
 
     def curriculum(self, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
         """The run's curriculum over `control`: these parts, owned by it from here on."""
-        return Curriculum(control, env_ctx, env_task_fn=self.env_task_fn, callbacks=self.callbacks,
-                          sampler=self.sampler, histogram=self.histogram)
+        return Curriculum(
+            control,
+            env_ctx,
+            env_task_fn=self.env_task_fn,
+            callbacks=self.callbacks,
+            sampler=self.sampler,
+            histogram=self.histogram,
+        )
 
 
 def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
@@ -66,7 +72,10 @@ def build_run(cfg: Config, env) -> RunParts:
     levels, start_task = start_task_of(env, cfg)
     sampler = make_task_sampler(env, cfg, levels, start_task)
     return RunParts(
-        levels=levels, start_task=start_task, sampler=sampler, histogram=histogram(env, sampler),
+        levels=levels,
+        start_task=start_task,
+        sampler=sampler,
+        histogram=histogram(env, sampler),
         heldout=None if cfg.heldout is None else cfg.heldout.batch(env, base=start_task),
         env_task_fn=resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None,
         callbacks=[make_callback(spec) for spec in cfg.callbacks],

@@ -33,8 +33,11 @@ STATE_DIR = "state"
 def _leaf_specs(state) -> list[dict]:
     leaves = jax.tree_util.tree_flatten_with_path(state)[0]
     return [
-        {"path": jax.tree_util.keystr(path), "shape": list(np.shape(x)),
-         "dtype": str(np.asarray(x).dtype if not hasattr(x, "dtype") else x.dtype)}
+        {
+            "path": jax.tree_util.keystr(path),
+            "shape": list(np.shape(x)),
+            "dtype": str(np.asarray(x).dtype if not hasattr(x, "dtype") else x.dtype),
+        }
         for path, x in leaves
     ]
 
@@ -100,20 +103,22 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
     metadata = read_metadata(directory)
     missing = incomplete_reason(directory, metadata)
     if missing:
-        raise CheckpointError(f"{directory} is incomplete or damaged ({missing}): an interrupted save or copy, "
-                              f"or files changed since")
+        raise CheckpointError(
+            f"{directory} is incomplete or damaged ({missing}): an interrupted save or copy, or files changed since"
+        )
     expected = _leaf_specs(target)
     if metadata["fingerprint"] != fingerprint(settings):
         saved, ours = metadata.get("settings", {}), _jsonable(settings)
-        diffs = [f"{k}: saved {saved.get(k, '<absent>')!r}, here {ours.get(k, '<absent>')!r}"
-                 for k in sorted(set(saved) | set(ours)) if saved.get(k) != ours.get(k)]
+        diffs = [
+            f"{k}: saved {saved.get(k, '<absent>')!r}, here {ours.get(k, '<absent>')!r}"
+            for k in sorted(set(saved) | set(ours))
+            if saved.get(k) != ours.get(k)
+        ]
         raise CheckpointError(f"{directory} was saved with different settings: " + ("; ".join(diffs) or "fingerprints differ"))
     if metadata["leaves"] != expected:
         raise CheckpointError(f"{directory} does not fit this state: {_describe_difference(metadata['leaves'], expected)}")
     leaves, treedef = jax.tree.flatten(target)
-    abstract = {
-        f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves) if np.size(leaf)
-    }
+    abstract = {f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves) if np.size(leaf)}
     checkpointer = _orbax().StandardCheckpointer()
     try:
         restored = checkpointer.restore(directory / STATE_DIR, abstract)
@@ -124,8 +129,7 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
         # Closed on failure too: an orbax checkpointer left open reports its own errors later,
         # from a closed event loop, after ours.
         checkpointer.close()
-    values = [restored[f"{i:05d}"] if np.size(leaf) else np.zeros(np.shape(leaf), leaf.dtype)
-              for i, leaf in enumerate(leaves)]
+    values = [restored[f"{i:05d}"] if np.size(leaf) else np.zeros(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves)]
     return jax.tree.unflatten(treedef, values), metadata
 
 
@@ -185,8 +189,7 @@ def find_complete(path) -> tuple[pathlib.Path, str | None]:
         if chosen is None:
             raise CheckpointError(f"{path} has no complete checkpoint ({len(skipped)} incomplete)")
         note = f"{len(skipped)} newer incomplete checkpoint(s) skipped" if skipped else None
-        return chosen, (f"note: using {chosen.name}, the newest complete checkpoint in {path}"
-                        + (f" ({note})" if note else ""))
+        return chosen, (f"note: using {chosen.name}, the newest complete checkpoint in {path}" + (f" ({note})" if note else ""))
     reason = incomplete_reason(path)
     if reason is None:
         return path, None
@@ -216,8 +219,9 @@ def refuse_nonfinite(directory, tree) -> None:
     """A checkpoint whose agent holds a non-finite number is of a run that had diverged."""
     bad = nonfinite_leaves(tree)
     if bad:
-        raise CheckpointError(f"{directory} holds a non-finite state ({', '.join(bad)}): its run had diverged; "
-                              f"use an earlier checkpoint")
+        raise CheckpointError(
+            f"{directory} holds a non-finite state ({', '.join(bad)}): its run had diverged; use an earlier checkpoint"
+        )
 
 
 def trial_salt(trial_id: str) -> int:

@@ -24,8 +24,16 @@ from ajax_tune.errors import CheckpointError, ConfigError, TaskError
 from ajax_tune.launch import LaunchError
 
 GYMNASIUM_TWINS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}
-SUMMARY_KEYS = ("eval/return_mean", "eval/return_std", "eval/success_rate_mean", "eval/length_mean",
-                "env_steps", "training_iteration", "lr", "curriculum/level")
+SUMMARY_KEYS = (
+    "eval/return_mean",
+    "eval/return_std",
+    "eval/success_rate_mean",
+    "eval/length_mean",
+    "env_steps",
+    "training_iteration",
+    "lr",
+    "curriculum/level",
+)
 
 
 class UsageError(Exception):
@@ -57,25 +65,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ajax-tune {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    run = sub.add_parser("run", help="run an experiment from a YAML config",
-                         description="Build a Tuner from CONFIG and run it on a local Ray instance, or on a "
-                                     "running cluster with --address.")
+    run = sub.add_parser(
+        "run",
+        help="run an experiment from a YAML config",
+        description="Build a Tuner from CONFIG and run it on a local Ray instance, or on a running cluster with --address.",
+    )
     run.add_argument("config", help="experiment YAML (see configs/)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                     help="override a config value (YAML syntax), e.g. --set trial.agent.ent_coef=0.0; repeatable")
+    run.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY.PATH=VALUE",
+        help="override a config value (YAML syntax), e.g. --set trial.agent.ent_coef=0.0; repeatable",
+    )
     run.add_argument("--name", help="experiment name (default: the config's name or file name)")
     run.add_argument("--storage-path", help="where results go (default: ./results)")
-    run.add_argument("--address", help="join a running Ray cluster (e.g. 'auto' or HOST:PORT; default: $RAY_ADDRESS) "
-                                        "instead of starting one")
+    run.add_argument(
+        "--address", help="join a running Ray cluster (e.g. 'auto' or HOST:PORT; default: $RAY_ADDRESS) instead of starting one"
+    )
     run.add_argument("--num-cpus", type=int, help="CPUs of the local Ray instance (default: all)")
     run.add_argument("--wandb", action="store_true", help="log every trial to Weights & Biases (offline without an API key)")
     run.add_argument("--no-plots", action="store_true", help="skip writing PNG plots at the end")
-    run.add_argument("--verbose", action="store_true",
-                     help="show every metric when a trial ends (default: the ones a person reads; all are in the files)")
+    run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show every metric when a trial ends (default: the ones a person reads; all are in the files)",
+    )
     run.set_defaults(handler=cmd_run)
 
-    resume = sub.add_parser("resume", help="continue an interrupted experiment",
-                            description="Continue an experiment directory with Tuner.restore.")
+    resume = sub.add_parser(
+        "resume", help="continue an interrupted experiment", description="Continue an experiment directory with Tuner.restore."
+    )
     resume.add_argument("directory", help="the experiment directory (STORAGE_PATH/NAME)")
     resume.add_argument("--resume-errored", action="store_true", help="resume errored trials from their last checkpoint")
     resume.add_argument("--restart-errored", action="store_true", help="restart errored trials from scratch")
@@ -85,20 +106,31 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--verbose", action="store_true", help="show every metric when a trial ends")
     resume.set_defaults(handler=cmd_resume)
 
-    plot = sub.add_parser("plot", help="write PNG plots of an experiment",
-                          description="Learning curves, curriculum tasks and learning rates of every trial.")
+    plot = sub.add_parser(
+        "plot",
+        help="write PNG plots of an experiment",
+        description="Learning curves, curriculum tasks and learning rates of every trial.",
+    )
     plot.add_argument("directory", help="the experiment directory")
     plot.add_argument("--out", help="output folder (default: DIRECTORY/plots)")
     plot.add_argument("--metric", help="the result key to plot (default: the experiment's metric, else eval/return_mean)")
     plot.set_defaults(handler=cmd_plot)
 
-    evaluate = sub.add_parser("evaluate", help="run a trained policy and print return statistics",
-                              description="Deterministic-policy episodes from a checkpoint, in the JAX env or, "
-                                          "with --gymnasium, in the real gymnasium env.")
+    evaluate = sub.add_parser(
+        "evaluate",
+        help="run a trained policy and print return statistics",
+        description="Deterministic-policy episodes from a checkpoint, in the JAX env or, "
+        "with --gymnasium, in the real gymnasium env.",
+    )
     evaluate.add_argument("checkpoint", help="a checkpoint directory (contains ajax_tune.json)")
     evaluate.add_argument("--episodes", type=int, default=10)
-    evaluate.add_argument("--task", action="append", default=[], metavar="FIELD=VALUE",
-                          help="evaluate on this task field value (default: the checkpoint's task); repeatable")
+    evaluate.add_argument(
+        "--task",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="evaluate on this task field value (default: the checkpoint's task); repeatable",
+    )
     evaluate.add_argument("--gymnasium", metavar="ENV_ID", help="run in gymnasium.make(ENV_ID) (CartPole-v1, Pendulum-v1)")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument("--json", action="store_true", help="print the statistics as JSON")
@@ -157,8 +189,9 @@ def cmd_resume(args) -> int:
 
         from ajax_tune.trainable import AjaxTrainable
 
-        tuner = tune.Tuner.restore(str(directory), trainable=AjaxTrainable,
-                                   resume_errored=args.resume_errored, restart_errored=args.restart_errored)
+        tuner = tune.Tuner.restore(
+            str(directory), trainable=AjaxTrainable, resume_errored=args.resume_errored, restart_errored=args.restart_errored
+        )
         with result_box(_saved_metric(directory), args.verbose):
             results = tuner.fit()
         return _report(results, None, None, plots=not args.no_plots)
@@ -229,11 +262,12 @@ def _report(results, metric, mode, plots: bool) -> int:
         print(f"  checkpoint               {kept[0].path if kept else '(none)'}")
         if kept:
             score = kept[1].get(metric)
-            print(f"  (the best kept by {metric}: {_fmt(score)} at training_iteration "
-                  f"{kept[1].get('training_iteration')}; evaluate it with `ajax-tune evaluate`)")
+            print(
+                f"  (the best kept by {metric}: {_fmt(score)} at training_iteration "
+                f"{kept[1].get('training_iteration')}; evaluate it with `ajax-tune evaluate`)"
+            )
             if peak is not None and score != peak[metric]:
-                print("  (the best result was not checkpointed; checkpoint.frequency: 1 keeps a checkpoint "
-                      "of every iteration)")
+                print("  (the best result was not checkpointed; checkpoint.frequency: 1 keeps a checkpoint of every iteration)")
         if best.checkpoint is not None and (not kept or best.checkpoint.path != kept[0].path):
             print(f"  latest checkpoint        {best.checkpoint.path}")
     if plots:
@@ -247,8 +281,10 @@ def _report(results, metric, mode, plots: bool) -> int:
             print(f"No plots: {exc}")
     print(f"Results: {results.experiment_path}")
     if errors:
-        print(f"{len(errors)} trial(s) errored; continue them with "
-              f"`ajax-tune resume {results.experiment_path} --resume-errored`", file=sys.stderr)
+        print(
+            f"{len(errors)} trial(s) errored; continue them with `ajax-tune resume {results.experiment_path} --resume-errored`",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -323,20 +359,34 @@ def cmd_evaluate(args) -> int:
         if runner.get_task() != {k: v.item() for k, v in runner.env.validate_task({}).items()}:
             print(f"note: the policy was trained on task {runner.get_task()}; {args.gymnasium} is the default task")
         with Progress(f"{args.gymnasium}: episodes", total=args.episodes) as progress:
-            out = run_in_gymnasium(runner.policy(), args.gymnasium, episodes=args.episodes, seed=args.seed,
-                                   on_episode=progress.update)
-        stats = {"env": args.gymnasium, "episodes": args.episodes, "return_mean": out["mean_return"],
-                 "return_std": out["std_return"], "return_min": min(out["returns"]), "return_max": max(out["returns"]),
-                 "length_mean": out["mean_length"]}
+            out = run_in_gymnasium(
+                runner.policy(), args.gymnasium, episodes=args.episodes, seed=args.seed, on_episode=progress.update
+            )
+        stats = {
+            "env": args.gymnasium,
+            "episodes": args.episodes,
+            "return_mean": out["mean_return"],
+            "return_std": out["std_return"],
+            "return_min": min(out["returns"]),
+            "return_max": max(out["returns"]),
+            "length_mean": out["mean_length"],
+        }
     else:
         with Progress(f"{args.episodes} episodes x {runner.config.train.num_seeds} seeds, in one compiled call"):
             out = runner.evaluate(args.episodes, task=task or None, seed=args.seed)
         returns = out["return"]  # [seeds, episodes]
-        stats = {"env": env_name, "task": out["task"], "episodes": args.episodes, "seeds": int(returns.shape[0]),
-                 "return_mean": float(returns.mean()), "return_std": float(returns.std()),
-                 "return_min": float(returns.min()), "return_max": float(returns.max()),
-                 "return_mean_per_seed": [float(x) for x in returns.mean(axis=1)],
-                 "length_mean": float(out["length"].mean())}
+        stats = {
+            "env": env_name,
+            "task": out["task"],
+            "episodes": args.episodes,
+            "seeds": int(returns.shape[0]),
+            "return_mean": float(returns.mean()),
+            "return_std": float(returns.std()),
+            "return_min": float(returns.min()),
+            "return_max": float(returns.max()),
+            "return_mean_per_seed": [float(x) for x in returns.mean(axis=1)],
+            "length_mean": float(out["length"].mean()),
+        }
         if runner.env.has_success:
             stats["success_rate"] = float(out["success"].mean())
     if args.json:
@@ -352,8 +402,9 @@ class Progress:
     a count of done out of `total` when there is one, and the time so far. On a terminal the
     line is redrawn in place; elsewhere (a log file) a line every `every` seconds."""
 
-    def __init__(self, what: str, total: int | None = None, delay: float = 3.0, every: float = 10.0,
-                 stream=None, command: str = "evaluate"):
+    def __init__(
+        self, what: str, total: int | None = None, delay: float = 3.0, every: float = 10.0, stream=None, command: str = "evaluate"
+    ):
         self.what, self.total, self.delay, self.every, self.command = what, total, delay, every, command
         self.stream = stream or sys.stderr
         self.done, self.shown = 0, False
@@ -410,14 +461,18 @@ def _check_gymnasium_twin(env_id: str, config: dict) -> None:
     ours = make_env(config["env"]["name"], **config["env"].get("kwargs", {}))
     theirs = gymnasium.make(env_id)
     try:
-        pairs = (("observation", ours.observation_space, theirs.observation_space),
-                 ("action", ours.action_space, theirs.action_space))
+        pairs = (
+            ("observation", ours.observation_space, theirs.observation_space),
+            ("action", ours.action_space, theirs.action_space),
+        )
         for what, mine, other in pairs:
             same_n = getattr(mine, "n", None) == getattr(other, "n", None)
             if type(mine) is not type(other) or mine.shape != other.shape or not same_n:
-                raise UsageError(f"--gymnasium {env_id}: its {what} space {_space(other)} does not match the "
-                                 f"{what} space {_space(mine)} of this {config['env']['name']} checkpoint; "
-                                 f"use {GYMNASIUM_TWINS[config['env']['name']]}")
+                raise UsageError(
+                    f"--gymnasium {env_id}: its {what} space {_space(other)} does not match the "
+                    f"{what} space {_space(mine)} of this {config['env']['name']} checkpoint; "
+                    f"use {GYMNASIUM_TWINS[config['env']['name']]}"
+                )
     finally:
         theirs.close()
 

@@ -27,8 +27,9 @@ def _gone(what: str, library: str, error: Exception | None = None) -> CompatErro
     except importlib.metadata.PackageNotFoundError:
         version = "?"
     detail = f" ({type(error).__name__}: {error})" if error else ""
-    return CompatError(f"{what} is not available in {library} {version}{detail}; "
-                       f"ajax_tune.compat must be updated for this version")
+    return CompatError(
+        f"{what} is not available in {library} {version}{detail}; ajax_tune.compat must be updated for this version"
+    )
 
 
 def _private(module: str, name: str, library: str) -> Any:
@@ -184,8 +185,7 @@ def set_latest_checkpoint_result(manager: Any, result: Any) -> None:
 # -- ray: the trainable, the local machine, results ----------------------------------------------
 
 #: A class Trainable's counters (private attributes) by the result key that reports each.
-TRAINABLE_COUNTERS = {"training_iteration": "_iteration", "timesteps_total": "_timesteps_total",
-                      "time_total_s": "_time_total"}
+TRAINABLE_COUNTERS = {"training_iteration": "_iteration", "timesteps_total": "_timesteps_total", "time_total_s": "_time_total"}
 
 
 def set_trainable_progress(trainable: Any, result: dict) -> None:

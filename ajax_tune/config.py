@@ -29,8 +29,7 @@ from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
 from ajax_tune.samplers.heldout import HeldOut
 
-__all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent",
-           "resolve_import"]
+__all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent", "resolve_import"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,11 +39,15 @@ class EnvConfig:
     task: dict = init_only({}, doc="the task training starts on (fields not given keep their defaults)")
     max_episode_steps: int = static(0, ge=0, doc="time limit; 0: the env's own")
     truncation_penalty: float = static(0.0, doc="subtracted from the reward of a truncated step")
-    levels: Any = init_only(None, doc="numbered tasks, [task, ...] or {field: [value per level]}: "
-                                      "curricula then speak level numbers (RLlib's get_task() -> int)")
+    levels: Any = init_only(
+        None,
+        doc="numbered tasks, [task, ...] or {field: [value per level]}: "
+        "curricula then speak level numbers (RLlib's get_task() -> int)",
+    )
     level: int = init_only(0, ge=0, doc="the level training starts on (with env.levels)")
-    level_overflow: str = init_only("error", choices=("error", "clamp"),
-                                    doc="a level past either end: an error, or held at the nearest level")
+    level_overflow: str = init_only(
+        "error", choices=("error", "clamp"), doc="a level past either end: an error, or held at the nearest level"
+    )
 
     def __post_init__(self):
         validate(self, "env")
@@ -98,8 +101,13 @@ class Config:
         if not isinstance(callbacks, (list, tuple)):
             raise ConfigError(f"callbacks must be a list, got {callbacks!r}")
         return cls(
-            env=sections["env"], agent_name=agent_name, agent=agent, train=sections["train"],
-            env_task_fn=config.get("env_task_fn"), callbacks=tuple(callbacks), resources=sections["resources"],
+            env=sections["env"],
+            agent_name=agent_name,
+            agent=agent,
+            train=sections["train"],
+            env_task_fn=config.get("env_task_fn"),
+            callbacks=tuple(callbacks),
+            resources=sections["resources"],
             task_sampler=config.get("task_sampler"),
             heldout=HeldOut.parse(config.get("heldout")),  # its shape; its tasks are checked against the env later
         )
@@ -109,8 +117,11 @@ class Config:
         agent = {"name": self.agent_name}
         for f in dataclasses.fields(self.agent):
             value = getattr(self.agent, f.name)
-            agent[f.name] = dataclasses.asdict(value) if dataclasses.is_dataclass(value) else (
-                list(value) if isinstance(value, tuple) else value)
+            agent[f.name] = (
+                dataclasses.asdict(value)
+                if dataclasses.is_dataclass(value)
+                else (list(value) if isinstance(value, tuple) else value)
+            )
         return {
             "env": dataclasses.asdict(self.env),
             "agent": agent,
@@ -131,7 +142,6 @@ class Config:
             "train": static_values(self.train),
             "num_heldout": self.num_heldout,
         }
-
 
     @property
     def num_heldout(self) -> int:
@@ -178,8 +188,9 @@ def resolve_agent(name: Any) -> tuple[type, type]:
         return found
     config = getattr(found, "Config", None)
     if not isinstance(found, type) or not (isinstance(config, type) and dataclasses.is_dataclass(config)):
-        raise ConfigError(f"agent.name {name!r} must name an agent class whose `Config` attribute is its "
-                          f"config dataclass, got {found!r}")
+        raise ConfigError(
+            f"agent.name {name!r} must name an agent class whose `Config` attribute is its config dataclass, got {found!r}"
+        )
     return found, config
 
 

@@ -20,8 +20,15 @@ from ajax_tune.schedules import Schedule
 
 KINDS = {"static": "static", "traced": "traced", "init": "init-only"}
 BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
-TYPES = {"int": "integer", "float": "number", "bool": "true or false", "str": "string", "dict": "mapping",
-         "tuple[int, ...]": "list of integers", "Schedule": "schedule"}
+TYPES = {
+    "int": "integer",
+    "float": "number",
+    "bool": "true or false",
+    "str": "string",
+    "dict": "mapping",
+    "tuple[int, ...]": "list of integers",
+    "Schedule": "schedule",
+}
 
 INTRO = """\
 # Configuration keys
@@ -47,8 +54,11 @@ def _value(value: Any) -> str:
         return "null"
     if isinstance(value, Schedule):
         default = Schedule()
-        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)
-                  if f.name in ("kind", "peak") or getattr(value, f.name) != getattr(default, f.name)}
+        fields = {
+            f.name: getattr(value, f.name)
+            for f in dataclasses.fields(value)
+            if f.name in ("kind", "peak") or getattr(value, f.name) != getattr(default, f.name)
+        }
         return _value(fields)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v) for v in value) + "]"
@@ -81,8 +91,13 @@ def table(config_cls: type) -> str:
     lines = ["| key | kind | default | allowed | what it does |", "|---|---|---|---|---|"]
     defaults = config_cls()
     for f in dataclasses.fields(config_cls):
-        cells = [f"`{f.name}`", KINDS[field_kind(f)], f"`{_value(getattr(defaults, f.name))}`", _allowed(f),
-                 f.metadata.get("doc", "")]
+        cells = [
+            f"`{f.name}`",
+            KINDS[field_kind(f)],
+            f"`{_value(getattr(defaults, f.name))}`",
+            _allowed(f),
+            f.metadata.get("doc", ""),
+        ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines)
 
@@ -90,9 +105,11 @@ def table(config_cls: type) -> str:
 def sections() -> list[tuple[str, str, type]]:
     """(heading, one line of context, config class) for every table, agents first."""
     out = [(f"`agent` with `name: {name}`", _summary(agent), config) for name, (agent, config) in AGENTS.items()]
-    out += [("`train`", "The run: its budget per call, horizon, evaluation and seeds.", LoopConfig),
-            ("`env`", "Which env, its constructor's arguments, and the task training starts on.", EnvConfig),
-            ("`resources`", "What Tune reserves for each trial.", ResourcesConfig)]
+    out += [
+        ("`train`", "The run: its budget per call, horizon, evaluation and seeds.", LoopConfig),
+        ("`env`", "Which env, its constructor's arguments, and the task training starts on.", EnvConfig),
+        ("`resources`", "What Tune reserves for each trial.", ResourcesConfig),
+    ]
     return out
 
 
@@ -106,8 +123,10 @@ def render() -> str:
     parts = [INTRO]
     for heading, context, config_cls in sections():
         parts.append(f"## {heading}\n\n" + (f"{context}\n\n" if context else "") + table(config_cls))
-    parts.append("## Learning-rate schedules\n\nA traced field of kind `schedule` takes a number (a constant rate) "
-                 "or a mapping of these fields:\n\n" + _schedule_doc())
+    parts.append(
+        "## Learning-rate schedules\n\nA traced field of kind `schedule` takes a number (a constant rate) "
+        "or a mapping of these fields:\n\n" + _schedule_doc()
+    )
     return "\n\n".join(parts) + "\n"
 
 

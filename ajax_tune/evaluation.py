@@ -99,7 +99,7 @@ def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",)) -> dict[str, f
 
     for key, value in rows.items():
         if key.startswith("task/"):
-            result[f"{keys.TASK_PREFIX}{key[len('task/'):]}"] = float(value[0, -1])
+            result[f"{keys.TASK_PREFIX}{key[len('task/') :]}"] = float(value[0, -1])
         elif not key.startswith(LOOP_ROWS):  # the agent's own metrics
             result[key] = float(np.mean(value[:, -1])) if key in latest else _nanmean(value)
 

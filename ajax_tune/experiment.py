@@ -145,8 +145,10 @@ class Experiment:
         if search["name"] != "random" and has_grid(trial):
             raise ConfigError(f"tune.search: {search['name']} cannot expand {{grid: ...}}; use choice")
         if scheduler["name"] in ("pbt", "pb2") and search["name"] != "random":
-            raise ConfigError(f"tune.search: {scheduler['name']} chooses its own configs; it works with "
-                              f"search: random only, got {search['name']!r}")
+            raise ConfigError(
+                f"tune.search: {scheduler['name']} chooses its own configs; it works with "
+                f"search: random only, got {search['name']!r}"
+            )
         section = dataclasses.replace(section, search=search, scheduler=scheduler)
         build_scheduler(section)  # validates the options without starting anything
         build_searcher(section)
@@ -158,11 +160,23 @@ class Experiment:
         if storage_path is not None and not (isinstance(storage_path, str) and storage_path.strip()):
             raise ConfigError(f"storage_path must be a directory or a URI (a string), got {storage_path!r}")
 
-        metrics = {"tune.metric": section.metric, **{f"stop.{key}": key for key in stop},
-                   **named_metrics("search", search), **named_metrics("scheduler", scheduler)}
+        metrics = {
+            "tune.metric": section.metric,
+            **{f"stop.{key}": key for key in stop},
+            **named_metrics("search", search),
+            **named_metrics("scheduler", scheduler),
+        }
         trial_checks(sample(trial), metrics, config_paths("scheduler", scheduler))
-        return cls(name=name, trial=trial, tune=section, stop=stop, checkpoint=checkpoint,
-                   max_failures=failure.max_failures, wandb=wandb, storage_path=storage_path)
+        return cls(
+            name=name,
+            trial=trial,
+            tune=section,
+            stop=stop,
+            checkpoint=checkpoint,
+            max_failures=failure.max_failures,
+            wandb=wandb,
+            storage_path=storage_path,
+        )
 
     # -- building Tune objects ------------------------------------------------------------
 
@@ -177,11 +191,15 @@ class Experiment:
         section = self.tune
         search = CHOICES["search"][section.search["name"]]
         tune_config = tune.TuneConfig(
-            metric=section.metric, mode=section.mode, num_samples=section.num_samples,
-            search_alg=build_searcher(section), scheduler=build_scheduler(section),
+            metric=section.metric,
+            mode=section.mode,
+            num_samples=section.num_samples,
+            search_alg=build_searcher(section),
+            scheduler=build_scheduler(section),
             # a search that takes the limit itself has it already; Tune would only warn
             max_concurrent_trials=None if search.concurrency else section.max_concurrent_trials or None,
-            reuse_actors=section.reuse_actors, **trial_names(),
+            reuse_actors=section.reuse_actors,
+            **trial_names(),
         )
         run_config = tune.RunConfig(
             name=self.name,
@@ -229,12 +247,13 @@ def _stop(value: Any) -> dict:
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise ConfigError(f"stop must be a mapping of result key to the value that ends a trial "
-                          f"(for example {{training_iteration: 12}}), got {value!r}")
+        raise ConfigError(
+            f"stop must be a mapping of result key to the value that ends a trial "
+            f"(for example {{training_iteration: 12}}), got {value!r}"
+        )
     for key, limit in value.items():
         if not isinstance(limit, (int, float)) or isinstance(limit, bool):
-            raise ConfigError(f"stop.{key} must be a number (a trial ends at the first result with {key} >= it), "
-                              f"got {limit!r}")
+            raise ConfigError(f"stop.{key} must be a number (a trial ends at the first result with {key} >= it), got {limit!r}")
     return dict(value)
 
 
@@ -308,8 +327,10 @@ def _check_config_path(config: Mapping, path: tuple, who: str) -> None:
             return
         if key not in node:
             where = ".".join(map(str, path[:depth])) or "the trial config"
-            raise ConfigError(f"{who}: {'.'.join(map(str, path))} is not a key of the trial config ({where} has no "
-                              f"{key!r}{did_you_mean(key, list(node), cutoff=0.5)})")
+            raise ConfigError(
+                f"{who}: {'.'.join(map(str, path))} is not a key of the trial config ({where} has no "
+                f"{key!r}{did_you_mean(key, list(node), cutoff=0.5)})"
+            )
         node = node[key]
 
 

@@ -108,8 +108,14 @@ def _check_type(where: str, annotation: Any, value: Any) -> None:
     else:
         ok = True
     if not ok:
-        expected = {"tuple[int, ...]": "a list of integers", "int": "an integer", "float": "a number",
-                    "bool": "true or false", "str": "a string", "dict": "a mapping"}.get(ann, f"a {ann}")
+        expected = {
+            "tuple[int, ...]": "a list of integers",
+            "int": "an integer",
+            "float": "a number",
+            "bool": "true or false",
+            "str": "a string",
+            "dict": "a mapping",
+        }.get(ann, f"a {ann}")
         raise ConfigError(f"{where} must be {expected}, got {value!r} ({type(value).__name__})")
 
 

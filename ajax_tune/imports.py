@@ -44,7 +44,7 @@ def resolve_import(spec: Any, what: str) -> Any:
 
 
 def did_you_mean(name: Any, names, cutoff: float = 0.6, prefix: str = "") -> str:
-    """"; did you mean 'x'?" for the nearest of `names`, or nothing when none is near; `prefix`
+    """ "; did you mean 'x'?" for the nearest of `names`, or nothing when none is near; `prefix`
     is written before the name, as in "did you mean agent.'lr'?"."""
     close = difflib.get_close_matches(str(name), [str(n) for n in names], n=1, cutoff=cutoff)
     return f"; did you mean {prefix}{close[0]!r}?" if close else ""
@@ -73,8 +73,9 @@ class Registry:
     mean 'y'? Known: ...".
     """
 
-    def __init__(self, what: str, entries: dict, *, imports: str = "module:attribute", unknown: str = "",
-                 prefixes: dict | None = None):
+    def __init__(
+        self, what: str, entries: dict, *, imports: str = "module:attribute", unknown: str = "", prefixes: dict | None = None
+    ):
         self.what, self.entries, self.imports, self.unknown_phrase = what, entries, imports, unknown
         self.prefixes = {form.partition("<")[0]: (form, factory) for form, factory in (prefixes or {}).items()}
 
@@ -98,7 +99,7 @@ class Registry:
             return resolve_import(value, self.what) if isinstance(value, str) and is_import_path(value) else value
         for prefix, (_, factory) in self.prefixes.items():
             if name.startswith(prefix):
-                return factory(name[len(prefix):])
+                return factory(name[len(prefix) :])
         if self.is_import_path(name):
             return resolve_import(name, self.what)
         raise self.unknown(name)

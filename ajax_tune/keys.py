@@ -12,29 +12,55 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 #: What the runner adds around a call.
-RUNNER_KEYS = ("timesteps_this_iter", "env_steps", "useful_env_steps", "perf/call_s", "perf/env_steps_per_s",
-               "perf/compilations", "done")
+RUNNER_KEYS = (
+    "timesteps_this_iter",
+    "env_steps",
+    "useful_env_steps",
+    "perf/call_s",
+    "perf/env_steps_per_s",
+    "perf/compilations",
+    "done",
+)
 
 #: What Ray Tune adds to every result of a class trainable that reports `timesteps_this_iter`
 #: (named here so the core can check a stop condition on them without importing Ray).
-TUNE_KEYS = ("training_iteration", "timesteps_total", "time_this_iter_s", "time_total_s", "timestamp",
-             "time_since_restore", "timesteps_since_restore", "iterations_since_restore")
+TUNE_KEYS = (
+    "training_iteration",
+    "timesteps_total",
+    "time_this_iter_s",
+    "time_total_s",
+    "timestamp",
+    "time_since_restore",
+    "timesteps_since_restore",
+    "iterations_since_restore",
+)
 
 #: The call's last evaluation (`eval/return_seed<i>` per seed besides).
-EVAL_KEYS = ("eval/timestep", "eval/num_evaluations", "eval/return_mean", "eval/return_std", "eval/return_min",
-             "eval/length_mean", "eval/success_rate_mean")
+EVAL_KEYS = (
+    "eval/timestep",
+    "eval/num_evaluations",
+    "eval/return_mean",
+    "eval/return_std",
+    "eval/return_min",
+    "eval/length_mean",
+    "eval/success_rate_mean",
+)
 EVAL_SEED = "eval/return_seed"
 
 #: The evaluation before the run's first update (`train.eval_at_start`): in every result, NaN
 #: in all but the run's first (and in every one without the option). Its own keys, never the
 #: latest evaluation's, so a metric on `eval/return_mean` ranks and schedules trials as before.
 START_PREFIX = "eval/start/"
-START_KEYS = ("eval/start/return_mean", "eval/start/return_std", "eval/start/return_min", "eval/start/return_max",
-              "eval/start/success_rate_mean")
+START_KEYS = (
+    "eval/start/return_mean",
+    "eval/start/return_std",
+    "eval/start/return_min",
+    "eval/start/return_max",
+    "eval/start/success_rate_mean",
+)
 
 #: Training episodes and steps of the call.
-TRAIN_KEYS = ("timestep", "train/episode_return_mean", "train/episode_length_mean", "train/episodes",
-              "train/useful_steps")
+TRAIN_KEYS = ("timestep", "train/episode_return_mean", "train/episode_length_mean", "train/episodes", "train/useful_steps")
 
 #: 1.0 when any part of any seed stopped being finite; per part, where it did.
 NONFINITE = "train/nonfinite"
@@ -66,7 +92,7 @@ def health_key(part: str) -> str:
 def health_part(key: str) -> str | None:
     """The part a health key names, or None for another key."""
     if key.startswith(HEALTH_PREFIX) and key.endswith(HEALTH_SUFFIX):
-        return key[len(HEALTH_PREFIX):-len(HEALTH_SUFFIX)]
+        return key[len(HEALTH_PREFIX) : -len(HEALTH_SUFFIX)]
     return None
 
 
@@ -74,7 +100,8 @@ def heldout_keys(num_tasks: int) -> list[str]:
     if not num_tasks:
         return []
     return [f"{HELDOUT_PREFIX}{name}_mean" for name in HELDOUT_NAMES] + [
-        f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES]
+        f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES
+    ]
 
 
 def start_heldout_keys(num_tasks: int) -> list[str]:
@@ -87,7 +114,7 @@ def start_key(key: str) -> str | None:
     `eval/start/return_mean`), or None for a key that is no evaluation's."""
     if not key.startswith("eval/") or key.startswith(START_PREFIX):
         return None
-    return START_PREFIX + key[len("eval/"):]
+    return START_PREFIX + key[len("eval/") :]
 
 
 def task_field_keys(shapes: dict[str, tuple[int, ...]]) -> list[str]:

@@ -24,8 +24,10 @@ from ajax_tune import compat
 from ajax_tune.errors import ConfigError
 
 LOCK_FILE = ".ajax-tune.lock"
-AUTH_HELP = ("set RAY_AUTH_MODE=token and the cluster's token on this machine (in ~/.ray/auth_token, "
-             "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH; `ray get-auth-token` on the head prints it)")
+AUTH_HELP = (
+    "set RAY_AUTH_MODE=token and the cluster's token on this machine (in ~/.ray/auth_token, "
+    "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH; `ray get-auth-token` on the head prints it)"
+)
 
 
 class LaunchError(Exception):
@@ -71,13 +73,17 @@ def lock_experiment(directory: pathlib.Path) -> Callable[[], None]:
             if holder is not None and _alive(holder):
                 raise LaunchError(
                     f"experiment {directory} is in use by another ajax-tune (pid {holder['pid']} on "
-                    f"{holder['host']}); wait for it, stop it, or pass another --name") from None
+                    f"{holder['host']}); wait for it, stop it, or pass another --name"
+                ) from None
             if holder is not None and holder.get("host") != me["host"]:
                 raise LaunchError(
                     f"experiment {directory} is locked by pid {holder['pid']} on {holder['host']}, which this "
-                    f"machine cannot check; if that run is over, delete {path}") from None
-            print(f"note: taking over the stale lock of pid {holder['pid'] if holder else '?'} (no longer running) "
-                  f"on {directory}", file=sys.stderr)
+                    f"machine cannot check; if that run is over, delete {path}"
+                ) from None
+            print(
+                f"note: taking over the stale lock of pid {holder['pid'] if holder else '?'} (no longer running) on {directory}",
+                file=sys.stderr,
+            )
             path.unlink(missing_ok=True)
             continue
         with os.fdopen(fd, "w") as f:
@@ -152,10 +158,14 @@ def check_resources(wanted: dict[str, float], nodes: list[dict[str, float]], *, 
     ask = ", ".join(f"{k.lower()} {wanted[k]:g}" for k in short)
     if local:
         hint = " or pass --num-cpus" if "CPU" in short else ""
-        raise ConfigError(f"trial.resources: a trial asks for {ask} but the local Ray has {have}; "
-                          f"lower trial.resources{hint}, or join a cluster with --address")
-    return (f"warning: a trial asks for {ask} but no node of the cluster has that many now (most: {have}); "
-            f"trials wait until the cluster has a node that fits")
+        raise ConfigError(
+            f"trial.resources: a trial asks for {ask} but the local Ray has {have}; "
+            f"lower trial.resources{hint}, or join a cluster with --address"
+        )
+    return (
+        f"warning: a trial asks for {ask} but no node of the cluster has that many now (most: {have}); "
+        f"trials wait until the cluster has a node that fits"
+    )
 
 
 # -- Ray -------------------------------------------------------------------------------------------
@@ -181,8 +191,12 @@ def start_local_ray(num_cpus: int | None) -> None:
     global _REAPER
     if _REAPER is None:
         _REAPER = subprocess.Popen(
-            [sys.executable, "-m", "ajax_tune.reaper", str(os.getpid())], stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            [sys.executable, "-m", "ajax_tune.reaper", str(os.getpid())],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     # "local": a new instance of our own, never one that `ray start` left registered on this machine.
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
@@ -199,8 +213,10 @@ def join_ray(address: str) -> None:
             with socket.create_connection((host, int(port)), timeout=5):
                 pass
         except OSError as exc:
-            raise LaunchError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}); start one there "
-                              f"with `ray start --head --port {port}`, or check the address") from None
+            raise LaunchError(
+                f"cannot reach a Ray cluster at {address} ({exc.strerror or exc}); start one there "
+                f"with `ray start --head --port {port}`, or check the address"
+            ) from None
     failure, text = None, ""
     with _stderr_captured() as captured:
         try:
@@ -210,8 +226,11 @@ def join_ray(address: str) -> None:
     if failure is None:
         return
     if "InvalidAuthToken" in text or "Authentication" in type(failure).__name__ or "no authentication token" in text:
-        refused = "refused this machine's token" if os.environ.get("RAY_AUTH_MODE") == "token" else \
-            "uses token authentication and this process has no token"
+        refused = (
+            "refused this machine's token"
+            if os.environ.get("RAY_AUTH_MODE") == "token"
+            else "uses token authentication and this process has no token"
+        )
         raise LaunchError(f"the Ray cluster at {address} {refused}; {AUTH_HELP}")
     first = (str(failure).strip().splitlines() or [type(failure).__name__])[0]
     raise LaunchError(f"could not join the Ray cluster at {address}: {first}")

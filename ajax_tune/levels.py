@@ -37,8 +37,7 @@ def level_list(levels: Any, where: str = "levels") -> list[dict]:
             raise ConfigError(f"{where}: every field needs the same number of values (one per level), got {counts}")
         return [{k: v[i] for k, v in levels.items()} for i in range(lengths.pop())]
     if not isinstance(levels, (list, tuple)) or not levels:
-        raise ConfigError(f"{where} must be a non-empty list of tasks or a mapping of field to a list of values, "
-                          f"got {levels!r}")
+        raise ConfigError(f"{where} must be a non-empty list of tasks or a mapping of field to a list of values, got {levels!r}")
     for i, level in enumerate(levels):
         if not isinstance(level, Mapping):
             raise ConfigError(f"{where}[{i}] must be a task (a mapping of field to value), got {level!r}")
@@ -75,8 +74,10 @@ class Levels:
         for i, task in enumerate(self.tasks):
             for j in range(i):
                 if _same(task, self.tasks[j]):
-                    raise ConfigError(f"env.levels[{i}] is the same task as env.levels[{j}]; levels must differ, "
-                                      "or a level number would not say which one an env runs")
+                    raise ConfigError(
+                        f"env.levels[{i}] is the same task as env.levels[{j}]; levels must differ, "
+                        "or a level number would not say which one an env runs"
+                    )
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -89,14 +90,18 @@ class Levels:
         """A valid level number for `level`, or a clear error (clamped if so configured)."""
         number = level_number(level)
         if number is None:
-            raise TaskError(f"a level must be an integer in [0, {self.last}] (env.levels has {len(self)}), "
-                            f"got {level!r} ({type(level).__name__})")
+            raise TaskError(
+                f"a level must be an integer in [0, {self.last}] (env.levels has {len(self)}), "
+                f"got {level!r} ({type(level).__name__})"
+            )
         if 0 <= number <= self.last:
             return number
         if self.overflow == "clamp":
             return min(max(number, 0), self.last)
-        raise TaskError(f"level {number} is outside env.levels, which has levels 0..{self.last}; "
-                        "set env.level_overflow: clamp to hold it at the nearest level")
+        raise TaskError(
+            f"level {number} is outside env.levels, which has levels 0..{self.last}; "
+            "set env.level_overflow: clamp to hold it at the nearest level"
+        )
 
     def task(self, level: Any) -> dict[str, np.ndarray]:
         return {k: v.copy() for k, v in self.tasks[self.index(level)].items()}

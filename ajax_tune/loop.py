@@ -44,22 +44,30 @@ START_SALT = 0x5747
 @dataclasses.dataclass(frozen=True)
 class LoopConfig:
     total_timesteps: int = traced(1_000_000, ge=1, doc="the run's horizon: schedules span it")
-    timesteps_per_iteration: int = static(49_152, ge=1, doc="env steps per seed in one train() call (the default: "
-                                                            "whole unrolls of every built-in agent's defaults)")
+    timesteps_per_iteration: int = static(
+        49_152, ge=1, doc="env steps per seed in one train() call (the default: whole unrolls of every built-in agent's defaults)"
+    )
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
     eval_episodes: int = static(10, ge=1, doc="episodes of the deterministic policy per evaluation, per seed")
-    eval_at_start: bool = static(False, doc="evaluate the untrained policy once, before the run's first update: "
-                                            "eval/start/* in the first result (NaN in later ones)")
+    eval_at_start: bool = static(
+        False,
+        doc="evaluate the untrained policy once, before the run's first update: "
+        "eval/start/* in the first result (NaN in later ones)",
+    )
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
-    reset_mode: str = static("next_step", choices=RESET_MODES,
-                             doc="when a finished env starts its next episode: on the very next step, "
-                                 "or frozen (masked) until the next unroll starts")
+    reset_mode: str = static(
+        "next_step",
+        choices=RESET_MODES,
+        doc="when a finished env starts its next episode: on the very next step, or frozen (masked) until the next unroll starts",
+    )
     seed: int = init_only(0, ge=0, doc="the random seed of the run; its seeds are splits of it")
     on_nonfinite: str = init_only(
-        "stop", choices=ON_NONFINITE,
+        "stop",
+        choices=ON_NONFINITE,
         doc="when parameters, optimiser state or metrics stop being finite: stop the trial (its result "
-            "says where), raise an error, or continue (a PBT exploit may replace the state); scores "
-            "read as the worst in every case")
+        "says where), raise an error, or continue (a PBT exploit may replace the state); scores "
+        "read as the worst in every case",
+    )
 
     def __post_init__(self):
         validate(self, "train")
@@ -92,7 +100,8 @@ class TrainLoop:
         if config.reset_mode not in agent.reset_modes:
             raise ConfigError(
                 f"train.reset_mode {config.reset_mode!r} does not suit agent {type(agent).__name__}: "
-                f"it learns from {list(agent.reset_modes)}")
+                f"it learns from {list(agent.reset_modes)}"
+            )
         self.venv = VecEnv(self.env, agent.num_envs)
         self.steps_per_update = agent.num_envs * agent.unroll_length
         budget = config.timesteps_per_iteration
@@ -244,8 +253,10 @@ class TrainLoop:
         without compiling, allocating or starting JAX's backends: what a checkpoint must fit, and what `call`
         can be traced with to learn the shapes of a call's output."""
         keys = jax.ShapeDtypeStruct((self.config.num_seeds, 2), jnp.uint32)
-        task = {k: jax.ShapeDtypeStruct(v.shape, jax.dtypes.canonicalize_dtype(v.dtype))
-                for k, v in self.env.validate_task({}).items()}
+        task = {
+            k: jax.ShapeDtypeStruct(v.shape, jax.dtypes.canonicalize_dtype(v.dtype))
+            for k, v in self.env.validate_task({}).items()
+        }
         return jax.eval_shape(self._init, keys, task)
 
     # -- training ------------------------------------------------------------------------
@@ -274,8 +285,7 @@ class TrainLoop:
         swap = lambda tree: jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), tree)  # noqa: E731 [updates, seeds] -> [seeds, updates]
         if not self.env.has_success:
             stats = stats.replace(success_sum=jnp.full_like(stats.success_sum, jnp.nan))
-        return state, CallOutput(rows=swap(rows), stats=stats.replace(task=state.env.task), health=swap(health),
-                                 start=start)
+        return state, CallOutput(rows=swap(rows), stats=stats.replace(task=state.env.task), health=swap(health), start=start)
 
     def _evaluate_at_start(self, state: TrainState) -> dict[str, jax.Array]:
         """The untrained policy's evaluation, in the call that starts the run (the iteration is
@@ -284,14 +294,17 @@ class TrainLoop:
         if not self.config.eval_at_start:
             return self._no_evaluation()
         keys = jax.vmap(lambda k: jax.random.fold_in(k, START_SALT))(state.key)
-        return jax.lax.cond(state.iteration[0] == 0,
-                            lambda: self._evaluate_all(state.agent, state.eval_task, state.heldout, keys),
-                            self._no_evaluation)
+        return jax.lax.cond(
+            state.iteration[0] == 0,
+            lambda: self._evaluate_all(state.agent, state.eval_task, state.heldout, keys),
+            self._no_evaluation,
+        )
 
     def _empty_stats(self, task: Task) -> CallStats:
         zeros = jnp.zeros((self.venv.num_envs,), jnp.float32)
-        return CallStats(episodes=zeros, return_sum=zeros, success_sum=zeros, steps=zeros,
-                         signal_sum=zeros, signal_count=zeros, task=task)
+        return CallStats(
+            episodes=zeros, return_sum=zeros, success_sum=zeros, steps=zeros, signal_sum=zeros, signal_count=zeros, task=task
+        )
 
     def _update(self, carry, _):
         state, stats = carry
@@ -301,13 +314,15 @@ class TrainLoop:
         clock = Clock(timestep=(iteration * self.steps_per_update).astype(jnp.float32), horizon=state.horizon[0])
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
         agent_state, env_state, row, health, stats = jax.vmap(self._learn, in_axes=(0, 0, 0, 0, None))(
-            state.agent, state.env, keys[:, 1], stats, clock)
+            state.agent, state.env, keys[:, 1], stats, clock
+        )
 
         timestep = (iteration + 1) * self.steps_per_update
         interval = self.config.eval_interval
         due = timestep // interval > (timestep - self.steps_per_update) // interval
         evaluation = jax.lax.cond(
-            due, lambda: self._evaluate_all(agent_state, state.eval_task, state.heldout, keys[:, 2]), self._no_evaluation)
+            due, lambda: self._evaluate_all(agent_state, state.eval_task, state.heldout, keys[:, 2]), self._no_evaluation
+        )
         row = {
             "timestep": jnp.broadcast_to(timestep, state.iteration.shape),
             "eval/timestep": jnp.broadcast_to(jnp.where(due, timestep, -1), state.iteration.shape),
@@ -316,8 +331,12 @@ class TrainLoop:
             **row,
         }
         new_state = state.replace(
-            agent=agent_state, env=env_state, key=keys[:, 0], iteration=state.iteration + 1,
-            useful_steps=state.useful_steps + row["train/useful_steps"].astype(jnp.int32))
+            agent=agent_state,
+            env=env_state,
+            key=keys[:, 0],
+            iteration=state.iteration + 1,
+            useful_steps=state.useful_steps + row["train/useful_steps"].astype(jnp.int32),
+        )
         return (new_state, stats), (row, health)
 
     def _learn(self, agent_state, env_state: EnvState, key, stats: CallStats, clock: Clock):
@@ -360,8 +379,14 @@ class TrainLoop:
             transition = self.agent.transition(env_state.obs, action, extras, nxt)
             ended = (nxt.terminated | nxt.truncated).astype(jnp.float32)
             success = nxt.info["success"].astype(jnp.float32) if has_success else jnp.zeros_like(ended)
-            out = (transition, ended, nxt.episode.ret, nxt.episode.step.astype(jnp.float32), success,
-                   (~nxt.episode.post_done).astype(jnp.float32))
+            out = (
+                transition,
+                ended,
+                nxt.episode.ret,
+                nxt.episode.step.astype(jnp.float32),
+                success,
+                (~nxt.episode.post_done).astype(jnp.float32),
+            )
             if next_step:  # the next episode starts now; the transition kept the real final obs
                 nxt = self.venv.reset_done_each(nxt, k_reset)
             return nxt, out
@@ -370,8 +395,11 @@ class TrainLoop:
         # rollout a few small sequential programs per step.
         length, num_envs = self.agent.unroll_length, self.venv.num_envs
         k_act, k_env, k_reset = jax.random.split(key, 3)
-        keys = (jax.random.split(k_act, length), jax.random.split(k_env, (length, num_envs)),
-                jax.random.split(k_reset, (length, num_envs)))
+        keys = (
+            jax.random.split(k_act, length),
+            jax.random.split(k_env, (length, num_envs)),
+            jax.random.split(k_reset, (length, num_envs)),
+        )
         env_state, (transitions, ended, ret, length, success, valid) = jax.lax.scan(step, env_state, keys)
         episodes = {
             "count": jnp.sum(ended, axis=0),
@@ -386,7 +414,8 @@ class TrainLoop:
         out = jax.vmap(self._evaluate)(agent_state, eval_task, keys)
         if self.num_heldout:
             per_task = jax.vmap(jax.vmap(self._evaluate, in_axes=(None, 0, None)))(
-                agent_state, heldout, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys))
+                agent_state, heldout, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+            )
             out.update({f"eval/heldout/{k.split('/')[-1]}": v for k, v in per_task.items()})
         return out
 
@@ -394,8 +423,9 @@ class TrainLoop:
         seeds = self.config.num_seeds
         out = {k: jnp.full((seeds,), jnp.nan, jnp.float32) for k in EVAL_ROWS}
         if self.num_heldout:
-            out.update({f"eval/heldout/{k.split('/')[-1]}": jnp.full((seeds, self.num_heldout), jnp.nan, jnp.float32)
-                        for k in EVAL_ROWS})
+            out.update(
+                {f"eval/heldout/{k.split('/')[-1]}": jnp.full((seeds, self.num_heldout), jnp.nan, jnp.float32) for k in EVAL_ROWS}
+            )
         return out
 
 

@@ -30,8 +30,7 @@ MARGIN_FRACTION, MARGIN_BYTES = 0.1, GIB // 2
 
 def state_bytes(loop) -> int:
     """The bytes of the loop's whole training state, every seed included."""
-    return sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
-               for leaf in jax.tree.leaves(loop.abstract_state()))
+    return sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for leaf in jax.tree.leaves(loop.abstract_state()))
 
 
 def needed_bytes(loop) -> int:
@@ -78,8 +77,7 @@ def check_state_fits(loop, gpu: float = 0.0, who: str = "the trial") -> int:
         machine = f"this machine has {have / GIB:.1f} GiB"
     if need > have:
         lower = "agent.capacity or train.num_seeds" if _capacity(loop) else "train.num_seeds or the agent's sizes"
-        raise ConfigError(f"{who} needs about {need / GIB:.1f} GiB of state ({_what_is_big(loop)}); {machine}; "
-                          f"lower {lower}")
+        raise ConfigError(f"{who} needs about {need / GIB:.1f} GiB of state ({_what_is_big(loop)}); {machine}; lower {lower}")
     return need
 
 
@@ -90,8 +88,10 @@ def _what_is_big(loop) -> str:
     paths = jax.tree_util.tree_flatten_with_path(loop.abstract_state())[0]
     path, leaf = max(paths, key=lambda item: int(np.prod(item[1].shape)) * np.dtype(item[1].dtype).itemsize)
     size = int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
-    parts.append(f"the largest array {jax.tree_util.keystr(path).lstrip('.')} {list(leaf.shape)} {np.dtype(leaf.dtype).name}, "
-                 f"{size / GIB:.1f} GiB")
+    parts.append(
+        f"the largest array {jax.tree_util.keystr(path).lstrip('.')} {list(leaf.shape)} {np.dtype(leaf.dtype).name}, "
+        f"{size / GIB:.1f} GiB"
+    )
     return "; ".join(parts)
 
 

@@ -64,8 +64,8 @@ def lineage_segments(frame: pd.DataFrame) -> list[pd.DataFrame]:
 
 def seed_columns(frame: pd.DataFrame) -> list[str]:
     """`eval/return_seed0..K-1`, in seed order (not string order: seed10 after seed9)."""
-    cols = [c for c in frame.columns if c.startswith(SEED_PREFIX) and c[len(SEED_PREFIX):].isdigit()]
-    return sorted(cols, key=lambda c: int(c[len(SEED_PREFIX):]))
+    cols = [c for c in frame.columns if c.startswith(SEED_PREFIX) and c[len(SEED_PREFIX) :].isdigit()]
+    return sorted(cols, key=lambda c: int(c[len(SEED_PREFIX) :]))
 
 
 def seed_band(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -113,7 +113,7 @@ def histogram_fields(trials: list[TrialSeries]) -> list[str]:
     for trial in trials:
         for column in trial.frame.columns:
             if column.startswith(HISTOGRAM_PREFIX) and column.endswith("/low"):
-                fields.add(column[len(HISTOGRAM_PREFIX):-len("/low")])
+                fields.add(column[len(HISTOGRAM_PREFIX) : -len("/low")])
     return sorted(fields)
 
 
@@ -121,8 +121,10 @@ def task_distribution(segment: pd.DataFrame, field: str) -> tuple[np.ndarray, np
     """(env-step edges [rows + 1], task-value edges [bins + 1], shares [bins, rows]) of one lineage
     segment: each row's call spans the env steps from the previous row's to its own."""
     prefix = f"{HISTOGRAM_PREFIX}{field}/"
-    bins = sorted((c for c in segment.columns if c.startswith(prefix + "bin") and c[len(prefix) + 3:].isdigit()),
-                  key=lambda c: int(c[len(prefix) + 3:]))
+    bins = sorted(
+        (c for c in segment.columns if c.startswith(prefix + "bin") and c[len(prefix) + 3 :].isdigit()),
+        key=lambda c: int(c[len(prefix) + 3 :]),
+    )
     rows = segment[segment[prefix + "low"].notna()] if prefix + "low" in segment else segment.iloc[:0]
     if rows.empty or not bins:
         return np.zeros(0), np.zeros(0), np.zeros((len(bins), 0))
@@ -182,8 +184,9 @@ def experiment_metric(experiment_dir: str | pathlib.Path) -> str | None:
     return metric if isinstance(metric, str) and metric else None
 
 
-def plot_experiment(experiment_dir: str | pathlib.Path, out_dir: str | pathlib.Path | None = None,
-                    metric: str | None = None) -> list[pathlib.Path]:
+def plot_experiment(
+    experiment_dir: str | pathlib.Path, out_dir: str | pathlib.Path | None = None, metric: str | None = None
+) -> list[pathlib.Path]:
     """Write learning_curves.png (the experiment's metric, and the evaluation return beside it
     when the metric is another), learning_rates.png, (when a curriculum moved or reports levels)
     curriculum.png, with one subplot per task field that moved, and (when results carry task

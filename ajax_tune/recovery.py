@@ -34,8 +34,10 @@ def check_experiment(directory: pathlib.Path) -> None:
     path = directory / TUNER_FILE
     if not path.exists():
         raise LaunchError(f"{directory} is not a Tune experiment directory (no {TUNER_FILE})")
-    advice = "so the experiment cannot be resumed; run it again with `ajax-tune run` (trial directories and " \
-             "checkpoints stay where they are)"
+    advice = (
+        "so the experiment cannot be resumed; run it again with `ajax-tune run` (trial directories and "
+        "checkpoints stay where they are)"
+    )
     try:
         import ray.tune  # noqa: F401  (the classes a Tuner's state refers to)
 
@@ -45,11 +47,11 @@ def check_experiment(directory: pathlib.Path) -> None:
     if not isinstance(state, dict) or "__trainable_name" not in state:
         raise LaunchError(f"{path} holds a {type(state).__name__}, not a Tuner's state, {advice}")
     if state["__trainable_name"] != TRAINABLE:
-        raise LaunchError(f"{directory} is an experiment of trainable {state['__trainable_name']!r}, "
-                          f"not ajax_tune's {TRAINABLE}")
+        raise LaunchError(f"{directory} is an experiment of trainable {state['__trainable_name']!r}, not ajax_tune's {TRAINABLE}")
     if not any(directory.glob("experiment_state-*.json")):
-        raise LaunchError(f"{directory} holds no experiment state (experiment_state-*.json): the run ended "
-                          f"before Tune saved one; {advice}")
+        raise LaunchError(
+            f"{directory} holds no experiment state (experiment_state-*.json): the run ended before Tune saved one; {advice}"
+        )
 
 
 def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
@@ -71,8 +73,9 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
     except compat.CompatError:
         raise
     except Exception as exc:
-        raise LaunchError(f"{state_path} cannot be read ({type(exc).__name__}); the experiment cannot be resumed "
-                          f"as it was saved") from None
+        raise LaunchError(
+            f"{state_path} cannot be read ({type(exc).__name__}); the experiment cannot be resumed as it was saved"
+        ) from None
 
     notes, changed = [], False
     for trial in trials:
@@ -97,14 +100,14 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
         if newest is None or newest.name == latest_name:
             continue
         # Forget what is no longer whole on disk, then register what Tune had not heard of, in order.
-        compat.set_checkpoint_results(manager, [r for r in compat.checkpoint_results(manager)
-                                                if incomplete_reason(r.checkpoint.path) is None])
+        compat.set_checkpoint_results(
+            manager, [r for r in compat.checkpoint_results(manager) if incomplete_reason(r.checkpoint.path) is None]
+        )
         filesystem = latest.checkpoint.filesystem if latest is not None else None
         for path in on_disk:
             if path.name in registered or path.name > newest.name or incomplete_reason(path) is not None:
                 continue
-            manager.register_checkpoint(compat.training_result(
-                Checkpoint(str(path), filesystem=filesystem), _saved_result(path)))
+            manager.register_checkpoint(compat.training_result(Checkpoint(str(path), filesystem=filesystem), _saved_result(path)))
         if newest.name in registered:  # the snapshot's latest was incomplete: fall back to an earlier one
             compat.set_latest_checkpoint_result(manager, registered[newest.name])
         trial.run_metadata.last_result = dict(manager.latest_checkpoint_result.metrics)
@@ -112,9 +115,11 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
         trial.invalidate_json_state()
         trial.run_metadata.invalidate_cache()
         changed = True
-        notes.append(f"note: {trial.trial_id}: resuming from {newest.name} (training_iteration "
-                     f"{trial.run_metadata.last_result.get('training_iteration', '?')}); Tune's last snapshot "
-                     f"knew {latest_name or 'no checkpoint'}")
+        notes.append(
+            f"note: {trial.trial_id}: resuming from {newest.name} (training_iteration "
+            f"{trial.run_metadata.last_result.get('training_iteration', '?')}); Tune's last snapshot "
+            f"knew {latest_name or 'no checkpoint'}"
+        )
     if changed:
         state["trial_data"] = [trial.get_json_state() for trial in trials]
         scratch = state_path.with_name(f".{state_path.name}.tmp")

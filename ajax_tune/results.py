@@ -39,10 +39,20 @@ def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     metrics, health = agent_keys(loop)
     task_shapes = {k: tuple(v.shape) for k, v in parts.start_task.items()}
     fields = K.task_field_keys(task_shapes)
-    keys = {*K.RUNNER_KEYS, *K.EVAL_KEYS, *K.seed_keys(cfg.train.num_seeds), *K.TRAIN_KEYS, K.NONFINITE,
-            *(K.health_key(part) for part in health), *metrics,
-            *K.heldout_keys(loop.num_heldout), *K.START_KEYS, *K.start_heldout_keys(loop.num_heldout),
-            *K.prefixed(K.TASK_PREFIX, fields), *K.prefixed(K.NEXT_TASK_PREFIX, fields)}
+    keys = {
+        *K.RUNNER_KEYS,
+        *K.EVAL_KEYS,
+        *K.seed_keys(cfg.train.num_seeds),
+        *K.TRAIN_KEYS,
+        K.NONFINITE,
+        *(K.health_key(part) for part in health),
+        *metrics,
+        *K.heldout_keys(loop.num_heldout),
+        *K.START_KEYS,
+        *K.start_heldout_keys(loop.num_heldout),
+        *K.prefixed(K.TASK_PREFIX, fields),
+        *K.prefixed(K.NEXT_TASK_PREFIX, fields),
+    }
     if parts.levels is not None:
         keys.add(K.LEVEL)
     if parts.sampler is not None:
@@ -76,5 +86,7 @@ def check_metric(metric: str, keys: Collection[str], who: str) -> None:
     close = difflib.get_close_matches(metric, sorted(keys), n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}? " if close else ""
     evals = ", ".join(sorted(k for k in keys if k.startswith("eval/") and "seed" not in k and "/heldout/" not in k))
-    raise ConfigError(f"{who}: metric {metric!r} is not in any result; {hint}results report {evals}, "
-                      f"loss/*, train/*, curriculum/*, lr, env_steps")
+    raise ConfigError(
+        f"{who}: metric {metric!r} is not in any result; {hint}results report {evals}, "
+        f"loss/*, train/*, curriculum/*, lr, env_steps"
+    )

@@ -76,8 +76,14 @@ class Runner:
         parts = build_run(cfg, self.env)  # before compiling anything
         self.heldout = parts.heldout
         self.control = TaskControl(self.loop, parts.levels, owner=self)
-        env_ctx = EnvContext(env_config={"name": cfg.env.name, **cfg.env.kwargs}, num_envs=self.loop.venv.num_envs,
-                             num_seeds=cfg.train.num_seeds, trial_id=self.trial_id, worker_index=0, member=0)
+        env_ctx = EnvContext(
+            env_config={"name": cfg.env.name, **cfg.env.kwargs},
+            num_envs=self.loop.venv.num_envs,
+            num_seeds=cfg.train.num_seeds,
+            trial_id=self.trial_id,
+            worker_index=0,
+            member=0,
+        )
         self.curriculum = parts.curriculum(self.control, env_ctx)
         state = self.loop.init(seed=cfg.train.seed, task=parts.start_task)
         if self.heldout is not None:
@@ -119,19 +125,22 @@ class Runner:
         self.iteration += 1
         budget = self.config.train.timesteps_per_iteration
         result = self.loop.summarize(out)
-        result.update({
-            "timesteps_this_iter": budget,
-            "env_steps": self.loop.timestep(self.state),
-            "useful_env_steps": self.loop.useful_steps(self.state),
-            "perf/call_s": elapsed,
-            "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
-            "perf/compilations": self.retired_compilations + self.loop.compilations,
-        })
+        result.update(
+            {
+                "timesteps_this_iter": budget,
+                "env_steps": self.loop.timestep(self.state),
+                "useful_env_steps": self.loop.useful_steps(self.state),
+                "perf/call_s": elapsed,
+                "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
+                "perf/compilations": self.retired_compilations + self.loop.compilations,
+            }
+        )
         health = Health.of(out)
         diverged = health.diverged and self._on_nonfinite(result, health)
         self.curriculum.after_call(result, EnvStats.from_call(out.stats), diverged=diverged)
         result["done"] = result["env_steps"] >= self.config.train.total_timesteps or (
-            diverged and self.config.train.on_nonfinite == "stop")
+            diverged and self.config.train.on_nonfinite == "stop"
+        )
         return result
 
     def _on_nonfinite(self, result: dict, health: Health) -> bool:
@@ -139,13 +148,18 @@ class Runner:
         copies it), the curriculum does not move on them, and `train.on_nonfinite` says whether
         the trial stops (the default), raises, or goes on. Checkpoints refuse the state anyway."""
         at, part = health.first()
-        message = (f"trial {self.trial_name or self.trial_id or '(no Tune trial)'} diverged in iteration "
-                   f"{self.iteration}: {part} stopped being finite at env step {int(at)}; "
-                   f"its scores read as -inf and no checkpoint of this state is written, so the last good "
-                   f"one stays (train.on_nonfinite: {self.config.train.on_nonfinite})")
+        message = (
+            f"trial {self.trial_name or self.trial_id or '(no Tune trial)'} diverged in iteration "
+            f"{self.iteration}: {part} stopped being finite at env step {int(at)}; "
+            f"its scores read as -inf and no checkpoint of this state is written, so the last good "
+            f"one stays (train.on_nonfinite: {self.config.train.on_nonfinite})"
+        )
         for key in result:  # the start evaluation scored the untrained policy, not this state: it stays
-            if key.startswith(("eval/", "train/episode_return")) and ("return" in key or "success" in key) \
-                    and not key.startswith(START_PREFIX):
+            if (
+                key.startswith(("eval/", "train/episode_return"))
+                and ("return" in key or "success" in key)
+                and not key.startswith(START_PREFIX)
+            ):
                 result[key] = -math.inf
         if self.config.train.on_nonfinite == "error":
             raise DivergedError(message)
@@ -177,8 +191,10 @@ class Runner:
         diverged run never replaces its last good checkpoint, whatever is kept."""
         bad = nonfinite_leaves(self.state.agent)
         if bad:
-            raise CheckpointError(f"not saving {directory}: the state of iteration {self.iteration} is not finite "
-                                  f"({', '.join(bad)}); the last good checkpoint stays as it was")
+            raise CheckpointError(
+                f"not saving {directory}: the state of iteration {self.iteration} is not finite "
+                f"({', '.join(bad)}); the last good checkpoint stays as it was"
+            )
         self.curriculum.on_checkpoint_save(directory)
         extra = {
             "trial_id": self.trial_id,
@@ -236,11 +252,11 @@ class Runner:
         """Deterministic-policy episodes of every seed on `task` (default: the current one)."""
         task = self.env.validate_task(task or {}, current=self.get_task())
         if episodes not in self._evaluators:
-            self._evaluators[episodes] = jax.jit(jax.vmap(
-                make_evaluate(self.loop.agent, self.env, episodes, per_episode=True), in_axes=(0, None, None)))
+            self._evaluators[episodes] = jax.jit(
+                jax.vmap(make_evaluate(self.loop.agent, self.env, episodes, per_episode=True), in_axes=(0, None, None))
+            )
         out = jax.device_get(self._evaluators[episodes](self.state.agent, task_to_jax(task), jax.random.PRNGKey(seed)))
-        return {"task": {k: v.tolist() for k, v in task.items()},
-                **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
+        return {"task": {k: v.tolist() for k, v in task.items()}, **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
 
     def policy(self):
         """A numpy policy `obs -> action` of seed 0, deterministic, for use outside JAX."""

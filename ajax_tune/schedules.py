@@ -71,11 +71,10 @@ class Schedule:
             known = {f.name for f in dataclasses.fields(cls)}
             unknown = sorted(set(value) - known)
             if unknown:
-                raise ValueError(
-                    f"learning-rate schedule: unknown field(s) {unknown}; expected some of {sorted(known)}"
-                )
-            fields = {k: (float(v) if k != "kind" and isinstance(v, int) and not isinstance(v, bool) else v)
-                      for k, v in value.items()}
+                raise ValueError(f"learning-rate schedule: unknown field(s) {unknown}; expected some of {sorted(known)}")
+            fields = {
+                k: (float(v) if k != "kind" and isinstance(v, int) and not isinstance(v, bool) else v) for k, v in value.items()
+            }
             return cls(**fields)
         raise ValueError(f"learning-rate schedule: expected a number or a mapping, got {value!r}")
 
@@ -112,14 +111,14 @@ def learning_rate(p: ScheduleParams, timestep: jax.Array, horizon: jax.Array) ->
 
     warm = p.warmup_fraction
     after_warmup = (progress - warm) / jnp.maximum(1.0 - warm, 1e-8)
-    warmup_cosine = jnp.where(
-        progress < warm, p.peak * progress / jnp.maximum(warm, 1e-8), cosine(after_warmup)
+    warmup_cosine = jnp.where(progress < warm, p.peak * progress / jnp.maximum(warm, 1e-8), cosine(after_warmup))
+    rates = jnp.stack(
+        [
+            p.peak,
+            p.peak + (end - p.peak) * progress,
+            cosine(progress),
+            warmup_cosine,
+            p.peak * p.step_factor ** jnp.floor(progress / p.step_every),
+        ]
     )
-    rates = jnp.stack([
-        p.peak,
-        p.peak + (end - p.peak) * progress,
-        cosine(progress),
-        warmup_cosine,
-        p.peak * p.step_factor ** jnp.floor(progress / p.step_every),
-    ])
     return rates[p.kind]

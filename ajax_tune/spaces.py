@@ -17,9 +17,15 @@ from typing import Any
 from ajax_tune.errors import ConfigError
 
 DOMAINS = {
-    "uniform": 2, "loguniform": 2, "quniform": 3, "qloguniform": 3, "randint": 2,
-    "choice": None, "grid": None,
+    "uniform": 2,
+    "loguniform": 2,
+    "quniform": 3,
+    "qloguniform": 3,
+    "randint": 2,
+    "choice": None,
+    "grid": None,
 }
+
 
 @dataclasses.dataclass(frozen=True)
 class Domain:
@@ -72,9 +78,10 @@ def _on_domains(leaf: Callable[[Domain], Any]) -> Callable[[Any, str], Any]:
 
 def parse_spaces(value: Any, where: str = "trial") -> Any:
     """Replace one-key search-space mappings in nested config values by `Domain`s."""
+
     def parse(node, here):
         if isinstance(node, Mapping) and len(node) == 1:
-            (key, args), = node.items()
+            ((key, args),) = node.items()
             if key in DOMAINS:
                 return _domain(key, args, here)
         return DESCEND

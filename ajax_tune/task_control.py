@@ -104,8 +104,10 @@ class TaskControl:
         if isinstance(task, Mapping):
             return task
         if self.levels is None:
-            raise TaskError(f"a task must be a mapping of field name to value, got {task!r}; level numbers "
-                            "need env.levels (a list of tasks to number)")
+            raise TaskError(
+                f"a task must be a mapping of field name to value, got {task!r}; level numbers "
+                "need env.levels (a list of tasks to number)"
+            )
         if isinstance(task, (list, tuple, np.ndarray)) and np.ndim(task) == 1:
             if len(task) != self.num_envs:
                 raise TaskError(f"a list of levels needs one per env ({self.num_envs}), got {len(task)}")

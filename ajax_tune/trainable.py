@@ -37,8 +37,7 @@ class ResultBox(Collection):
     Tune asks `key in box` for each key of a result, in sorted order, so a task field that sorts
     before the last one asked starts the next box."""
 
-    KEYS = ("training_iteration", "time_total_s", "env_steps", "eval/return_mean", "eval/return_std", "lr",
-            "curriculum/level")
+    KEYS = ("training_iteration", "time_total_s", "env_steps", "eval/return_mean", "eval/return_std", "lr", "curriculum/level")
     TASK = "curriculum/task/"
 
     def __init__(self, metric: str | None = None, task_fields: int = 4):
@@ -95,8 +94,14 @@ class AjaxTrainable(tune.Trainable):
         # save_checkpoint now prevents, through compat.skip_used_checkpoint_dirs).
         restored = self.iteration
         if note is None and restored and saved.get("training_iteration", restored) != restored:
-            logger.warning("%s: %s was saved after iteration %s, not %s as Tune restored; continuing from %s",
-                           self.trial_id, chosen, saved["training_iteration"], restored, saved["training_iteration"])
+            logger.warning(
+                "%s: %s was saved after iteration %s, not %s as Tune restored; continuing from %s",
+                self.trial_id,
+                chosen,
+                saved["training_iteration"],
+                restored,
+                saved["training_iteration"],
+            )
         compat.set_trainable_progress(self, saved)
         self.runner.restore(chosen)
         if directory := compat.trial_storage_dir(self):

@@ -45,21 +45,32 @@ TIMED = {"defaults": BY_ITERATION, "metrics": ("time_attr",)}
 
 CHOICES: dict[str, dict[str, TuneChoice]] = {
     "search": {
-        "random": TuneChoice("ray.tune.search.basic_variant:BasicVariantGenerator",
-                             seed="random_state", concurrency="max_concurrent"),
-        "optuna": TuneChoice("ray.tune.search.optuna:OptunaSearch", extra="optuna", requires="optuna",
-                             seed="seed"),
-        "hyperopt": TuneChoice("ray.tune.search.hyperopt:HyperOptSearch", extra="hyperopt", requires="hyperopt",
-                               seed="random_state_seed"),
+        "random": TuneChoice(
+            "ray.tune.search.basic_variant:BasicVariantGenerator", seed="random_state", concurrency="max_concurrent"
+        ),
+        "optuna": TuneChoice("ray.tune.search.optuna:OptunaSearch", extra="optuna", requires="optuna", seed="seed"),
+        "hyperopt": TuneChoice(
+            "ray.tune.search.hyperopt:HyperOptSearch", extra="hyperopt", requires="hyperopt", seed="random_state_seed"
+        ),
     },
     "scheduler": {
         "none": TuneChoice(None),
         "asha": TuneChoice("ray.tune.schedulers:ASHAScheduler", **TIMED),
-        "pbt": TuneChoice("ray.tune.schedulers:PopulationBasedTraining", **TIMED,
-                          required={"hyperparam_mutations": "{key: search space or list of values}"},
-                          spaces=("hyperparam_mutations",), config_keys=("hyperparam_mutations",)),
-        "pb2": TuneChoice("ray.tune.schedulers.pb2:PB2", extra="pb2", requires="sklearn", **TIMED,
-                          required={"hyperparam_bounds": "{key: [low, high]}"}, config_keys=("hyperparam_bounds",)),
+        "pbt": TuneChoice(
+            "ray.tune.schedulers:PopulationBasedTraining",
+            **TIMED,
+            required={"hyperparam_mutations": "{key: search space or list of values}"},
+            spaces=("hyperparam_mutations",),
+            config_keys=("hyperparam_mutations",),
+        ),
+        "pb2": TuneChoice(
+            "ray.tune.schedulers.pb2:PB2",
+            extra="pb2",
+            requires="sklearn",
+            **TIMED,
+            required={"hyperparam_bounds": "{key: [low, high]}"},
+            config_keys=("hyperparam_bounds",),
+        ),
     },
 }
 DEFAULT_CHOICE = {"search": "random", "scheduler": "none"}
@@ -81,8 +92,7 @@ def parse_choice(kind: str, value: Any) -> dict:
             if not isinstance(kwargs, Mapping):
                 raise ConfigError(f"tune.{kind}.kwargs must be a mapping of options, got {kwargs!r}")
             if options:
-                raise ConfigError(f"tune.{kind}: give options inline or under kwargs, not both "
-                                  f"(inline: {sorted(options)})")
+                raise ConfigError(f"tune.{kind}: give options inline or under kwargs, not both (inline: {sorted(options)})")
             options = dict(kwargs)
     else:
         raise ConfigError(f"tune.{kind} must be a name or a mapping with 'name' and options, got {value!r}")
@@ -125,8 +135,9 @@ def build_choice(kind: str, spec: Mapping, section: TuneSection):
             raise ConfigError(f"{where}: {key!r} is not an option here; it is set by {taken[key]}")
         if key not in accepted:
             valid = [k for k in accepted if k not in taken] + (["seed"] if choice.seed else [])
-            raise ConfigError(f"{where}: unknown option {key!r}{did_you_mean(key, valid, cutoff=0.5)} "
-                              f"Options: {', '.join(valid)}")
+            raise ConfigError(
+                f"{where}: unknown option {key!r}{did_you_mean(key, valid, cutoff=0.5)} Options: {', '.join(valid)}"
+            )
     kwargs = {**choice.defaults, **options}
     for key, what in choice.required.items():
         if not kwargs.get(key):
@@ -155,8 +166,7 @@ def named_metrics(kind: str, spec: Mapping) -> dict[str, str]:
     """The result keys a parsed choice's options name: who names it -> the key."""
     choice = CHOICES[kind][spec["name"]]
     options = {**choice.defaults, **spec["kwargs"]}
-    return {f"tune.{kind} ({spec['name']}).{key}": options[key] for key in choice.metrics
-            if isinstance(options.get(key), str)}
+    return {f"tune.{kind} ({spec['name']}).{key}": options[key] for key in choice.metrics if isinstance(options.get(key), str)}
 
 
 def config_paths(kind: str, spec: Mapping) -> dict[str, list[tuple]]:

@@ -93,7 +93,9 @@ class EnvStepWandbCallback(WandbLoggerCallback):
             where = f"{kwargs['dir']}/wandb" if directory else "each trial's directory, under wandb/"
             (logger.info if explicit else logger.warning)(
                 "W&B runs offline%s: written to %s; upload them with `wandb sync`",
-                "" if explicit else f" ({WANDB_ENV_VAR} is not set)", where)
+                "" if explicit else f" ({WANDB_ENV_VAR} is not set)",
+                where,
+            )
 
     def setup(self, *args, **kwargs) -> None:
         if self.mode == "online":
@@ -113,13 +115,13 @@ class EnvStepWandbCallback(WandbLoggerCallback):
         os.makedirs(init_kwargs["dir"], exist_ok=True)
         self.run_dirs[trial.trial_id] = pathlib.Path(init_kwargs["dir"]) / "wandb"
         logger.info("W&B run of trial %s: %s", trial.trial_id, self.run_dirs[trial.trial_id])
-        init_kwargs[_ACTOR_ENV] = {k: v for k, v in os.environ.items()
-                                   if k.startswith("WANDB_") and k != WANDB_ENV_VAR}
+        init_kwargs[_ACTOR_ENV] = {k: v for k, v in os.environ.items() if k.startswith("WANDB_") and k != WANDB_ENV_VAR}
         super()._start_logging_actor(trial, exclude_results, **init_kwargs)
 
 
-def wandb_callback(project: str = "ajax-tune", group: str | None = None, mode: str | None = None,
-                   **wandb_init_kwargs) -> EnvStepWandbCallback:
+def wandb_callback(
+    project: str = "ajax-tune", group: str | None = None, mode: str | None = None, **wandb_init_kwargs
+) -> EnvStepWandbCallback:
     """A Tune callback logging every trial to W&B against env steps, with its (mutated) config;
     offline unless an API key is available. See `EnvStepWandbCallback` for the arguments."""
     return EnvStepWandbCallback(project=project, group=group, mode=mode, **wandb_init_kwargs)

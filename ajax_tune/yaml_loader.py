@@ -15,11 +15,14 @@ import yaml
 
 # A decimal point, an exponent (sign optional), or both; YAML 1.1's own forms (.inf, .nan,
 # 1_000.5, 1.0e+6) keep resolving through the resolvers SafeLoader already has.
-_FLOAT = re.compile(r"""^[-+]?(?:
+_FLOAT = re.compile(
+    r"""^[-+]?(?:
       [0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
     | \.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?
     | [0-9][0-9_]*[eE][-+]?[0-9]+
-)$""", re.VERBOSE)
+)$""",
+    re.VERBOSE,
+)
 
 
 class NumberLoader(yaml.SafeLoader):

@@ -36,15 +36,25 @@ def main(argv=None) -> None:
         # step: a checkpoint's size and save/restore time depend on the buffer's contents and the
         # state's shapes, not on how trained the networks are, and the fill then takes seconds.
         agent = {**SAC["agent_config"], "capacity": args.capacity, "learning_starts": per_call}
-        config = {"env": {"name": SAC["env"]}, "agent": {"name": "sac", **agent},
-                  "train": {"total_timesteps": per_call * 10, "timesteps_per_iteration": per_call, "num_seeds": num_seeds,
-                            "eval_episodes": 2}}
+        config = {
+            "env": {"name": SAC["env"]},
+            "agent": {"name": "sac", **agent},
+            "train": {
+                "total_timesteps": per_call * 10,
+                "timesteps_per_iteration": per_call,
+                "num_seeds": num_seeds,
+                "eval_episodes": 2,
+            },
+        }
         out = harness.run_worker(sys.executable, "ajax_tune_checkpoint.py", {"config": config, "repeats": args.repeats})
         out["num_seeds"], out["capacity"], out["env_steps_before_save"] = num_seeds, args.capacity, per_call
         results.append(out)
-        print(f"[{num_seeds} seed(s)] checkpoint {out['checkpoint_bytes'] / 2**20:.1f} MiB (state "
-              f"{out['state_bytes'] / 2**20:.1f} MiB), save {out['save_s']:.3f} s, restore {out['restore_s']:.3f} s, "
-              f"identical after restore: {out['restored_identical']}", flush=True)
+        print(
+            f"[{num_seeds} seed(s)] checkpoint {out['checkpoint_bytes'] / 2**20:.1f} MiB (state "
+            f"{out['state_bytes'] / 2**20:.1f} MiB), save {out['save_s']:.3f} s, restore {out['restore_s']:.3f} s, "
+            f"identical after restore: {out['restored_identical']}",
+            flush=True,
+        )
     path = harness.write_results("checkpoint_size" + ("_quick" if args.quick else ""), {"results": results}, args.out)
     print(f"(written to {path})")
 

@@ -117,11 +117,13 @@ SIDES: dict[str, tuple[str, tuple[str, ...]]] = {}
 def installed_versions(python: str, packages: tuple[str, ...]) -> dict[str, str | None]:
     """The versions an interpreter really has (what pip installed, not what was asked for)."""
     names = [*STACK, *packages]
-    code = ("import importlib.metadata as m, json, sys\n"
-            "def v(p):\n"
-            "    try:\n        return m.version(p)\n"
-            "    except m.PackageNotFoundError:\n        return None\n"
-            "print(json.dumps({p: v(p) for p in sys.argv[1:]}))")
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        "def v(p):\n"
+        "    try:\n        return m.version(p)\n"
+        "    except m.PackageNotFoundError:\n        return None\n"
+        "print(json.dumps({p: v(p) for p in sys.argv[1:]}))"
+    )
     out = subprocess.run([python, "-c", code, *names], capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -129,8 +131,9 @@ def installed_versions(python: str, packages: tuple[str, ...]) -> dict[str, str 
 def versions() -> dict[str, dict]:
     """Both sides' versions: ours always, and every peer this process ran."""
     sides = {"ajax_tune": (sys.executable, ("ajax-tune",)), **SIDES}
-    return {side: installed_versions(python, package) for side, (python, package) in sides.items()
-            if pathlib.Path(python).exists()}
+    return {
+        side: installed_versions(python, package) for side, (python, package) in sides.items() if pathlib.Path(python).exists()
+    }
 
 
 def versions_cell(side: str) -> str:
@@ -147,8 +150,9 @@ def worker_env() -> dict[str, str]:
     return env
 
 
-def run_worker(python: str | os.PathLike, script: str, settings: dict, timeout: float = 3600,
-               extra_env: dict | None = None) -> dict:
+def run_worker(
+    python: str | os.PathLike, script: str, settings: dict, timeout: float = 3600, extra_env: dict | None = None
+) -> dict:
     """Run one worker process and return the JSON it printed (with its wall time)."""
     cmd = [str(python), str(PEERS_DIR / script), json.dumps(settings)]
     start = time.perf_counter()
@@ -159,7 +163,7 @@ def run_worker(python: str | os.PathLike, script: str, settings: dict, timeout: 
     if proc.returncode != 0 or not lines:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-25:])
         raise RuntimeError(f"worker {script} failed (exit {proc.returncode}):\n{tail}")
-    out = json.loads(lines[-1][len("RESULT "):])
+    out = json.loads(lines[-1][len("RESULT ") :])
     out["process_wall_s"] = round(wall, 3)
     return out
 
@@ -172,7 +176,7 @@ def alternate(sides: dict[str, tuple], repeats: int, log=print, extra_env: dict 
     names = list(sides)
     runs: dict[str, list[dict]] = {name: [] for name in names}
     for r in range(repeats):
-        for name in (names if r % 2 == 0 else names[::-1]):
+        for name in names if r % 2 == 0 else names[::-1]:
             python, script, settings = sides[name]
             out = run_worker(python, script, settings, extra_env=extra_env)
             runs[name].append(out)
@@ -263,9 +267,18 @@ def main(argv=None) -> None:
     parser.add_argument("--peer-jax", default=None, help=f"JAX for the peers instead of ours (${PEER_JAX_ENV})")
     parser.add_argument("--peer-root", default=None)
     args = parser.parse_args(argv)
-    print(json.dumps({"ajax_tune": installed_versions(sys.executable, ("ajax-tune",)),
-                      "peers": {name: {"venv": str(peer_dir(name, args.peer_root, args.peer_jax)),
-                                       "pins": peer_pins(name, args.peer_jax)} for name in PEERS}}, indent=2))
+    print(
+        json.dumps(
+            {
+                "ajax_tune": installed_versions(sys.executable, ("ajax-tune",)),
+                "peers": {
+                    name: {"venv": str(peer_dir(name, args.peer_root, args.peer_jax)), "pins": peer_pins(name, args.peer_jax)}
+                    for name in PEERS
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

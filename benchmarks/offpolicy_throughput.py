@@ -27,17 +27,43 @@ import harness
 from ppo_throughput import compare
 
 SAC = {
-    "env": "pendulum", "rejax_env": "Pendulum-v1", "budgets": {1: 4_096, 8: 1_024},
-    "agent_config": {"num_envs": 8, "unroll_length": 8, "utd_ratio": 0.5, "batch_size": 256, "capacity": 100_000,
-                     "learning_starts": 256, "hidden_sizes": [256, 256], "activation": "relu",
-                     "lr": {"kind": "constant", "peak": 1e-3}, "gamma": 0.99, "tau": 0.005},
+    "env": "pendulum",
+    "rejax_env": "Pendulum-v1",
+    "budgets": {1: 4_096, 8: 1_024},
+    "agent_config": {
+        "num_envs": 8,
+        "unroll_length": 8,
+        "utd_ratio": 0.5,
+        "batch_size": 256,
+        "capacity": 100_000,
+        "learning_starts": 256,
+        "hidden_sizes": [256, 256],
+        "activation": "relu",
+        "lr": {"kind": "constant", "peak": 1e-3},
+        "gamma": 0.99,
+        "tau": 0.005,
+    },
 }
 DQN = {
-    "env": "cartpole", "rejax_env": "CartPole-v1", "budgets": {1: 16_384, 8: 4_096},
-    "agent_config": {"num_envs": 16, "unroll_length": 8, "utd_ratio": 0.25, "batch_size": 128, "capacity": 50_000,
-                     "learning_starts": 512, "hidden_sizes": [64, 64], "activation": "relu",
-                     "lr": {"kind": "constant", "peak": 1e-3}, "gamma": 0.99, "tau": 0.005,
-                     "epsilon_start": 1.0, "epsilon_end": 0.05, "epsilon_decay_fraction": 0.25},
+    "env": "cartpole",
+    "rejax_env": "CartPole-v1",
+    "budgets": {1: 16_384, 8: 4_096},
+    "agent_config": {
+        "num_envs": 16,
+        "unroll_length": 8,
+        "utd_ratio": 0.25,
+        "batch_size": 128,
+        "capacity": 50_000,
+        "learning_starts": 512,
+        "hidden_sizes": [64, 64],
+        "activation": "relu",
+        "lr": {"kind": "constant", "peak": 1e-3},
+        "gamma": 0.99,
+        "tau": 0.005,
+        "epsilon_start": 1.0,
+        "epsilon_end": 0.05,
+        "epsilon_decay_fraction": 0.25,
+    },
 }
 AGENTS = {"sac": SAC, "dqn": DQN}
 EVAL_EPISODES = 128
@@ -47,7 +73,7 @@ def budget(spec: dict, num_seeds: int, quick: bool) -> int:
     """Env steps per seed for a run of `num_seeds` seeds."""
     budgets = spec["budgets"]
     if num_seeds not in budgets:
-        raise SystemExit(f"no budget for {num_seeds} seeds in {sorted(budgets)}; add one to the agent's \"budgets\"")
+        raise SystemExit(f'no budget for {num_seeds} seeds in {sorted(budgets)}; add one to the agent\'s "budgets"')
     total = budgets[num_seeds]
     if quick:  # just past the warm-up, so that a smoke run still takes gradient steps
         a = spec["agent_config"]
@@ -62,15 +88,27 @@ def rejax_config(name: str, spec: dict) -> dict:
     if epochs != int(epochs):
         raise ValueError(f"{name}: utd_ratio * num_envs must be whole for Rejax's num_epochs, got {epochs}")
     common = {
-        "env": spec["rejax_env"], "num_envs": a["num_envs"], "num_epochs": int(epochs), "batch_size": a["batch_size"],
-        "buffer_size": a["capacity"], "fill_buffer": a["learning_starts"], "learning_rate": a["lr"]["peak"],
-        "gamma": a["gamma"], "polyak": 1.0 - a["tau"], "agent_kwargs": {"activation": a["activation"]},
+        "env": spec["rejax_env"],
+        "num_envs": a["num_envs"],
+        "num_epochs": int(epochs),
+        "batch_size": a["batch_size"],
+        "buffer_size": a["capacity"],
+        "fill_buffer": a["learning_starts"],
+        "learning_rate": a["lr"]["peak"],
+        "gamma": a["gamma"],
+        "polyak": 1.0 - a["tau"],
+        "agent_kwargs": {"activation": a["activation"]},
     }
     if name == "sac":
         return {**common, "hidden_layer_sizes": list(a["hidden_sizes"])}
     # Rejax's DQN builds a 64x64 Q-network whatever it is told; ours is set to match.
-    return {**common, "eps_start": a["epsilon_start"], "eps_end": a["epsilon_end"],
-            "exploration_fraction": a["epsilon_decay_fraction"], "ddqn": True}
+    return {
+        **common,
+        "eps_start": a["epsilon_start"],
+        "eps_end": a["epsilon_end"],
+        "exploration_fraction": a["epsilon_decay_fraction"],
+        "ddqn": True,
+    }
 
 
 def available_agents() -> set[str]:
@@ -105,25 +143,48 @@ def main(argv=None) -> None:
         spec = AGENTS[name]
         for num_seeds in args.seeds:
             total = budget(spec, num_seeds, args.quick)
-            ours = {"agent": name, "env": spec["env"], "agent_config": spec["agent_config"], "num_seeds": num_seeds,
-                    "total_steps": total, "runs": args.runs, "eval_episodes": EVAL_EPISODES}
+            ours = {
+                "agent": name,
+                "env": spec["env"],
+                "agent_config": spec["agent_config"],
+                "num_seeds": num_seeds,
+                "total_steps": total,
+                "runs": args.runs,
+                "eval_episodes": EVAL_EPISODES,
+            }
             sides = {"ajax_tune": (sys.executable, "ajax_tune_offpolicy.py", ours)}
             for peer in args.peers:
-                peer_settings = {"algo": name, "rejax_config": rejax_config(name, spec), "num_seeds": num_seeds,
-                                 "total_steps": total, "runs": args.runs}
+                peer_settings = {
+                    "algo": name,
+                    "rejax_config": rejax_config(name, spec),
+                    "num_seeds": num_seeds,
+                    "total_steps": total,
+                    "runs": args.runs,
+                }
                 sides[peer] = (harness.peer_python(peer, args.peer_root, args.peer_jax), f"{peer}_offpolicy.py", peer_settings)
             print(f"== {name}, {num_seeds} seed(s)", flush=True)
             runs = harness.alternate(sides, args.repeats)
-            results.append({"agent": name, "num_seeds": num_seeds, "settings": ours, "summary": compare(runs),
-                            "warmup_share": spec["agent_config"]["learning_starts"] / total, "runs": runs})
+            results.append(
+                {
+                    "agent": name,
+                    "num_seeds": num_seeds,
+                    "settings": ours,
+                    "summary": compare(runs),
+                    "warmup_share": spec["agent_config"]["learning_starts"] / total,
+                    "runs": runs,
+                }
+            )
 
     probe = sampling_probe(args.peers, args.peer_root, args.agents, args.quick, args.peer_jax)
-    path = harness.write_results("offpolicy_throughput" + ("_quick" if args.quick else ""),
-                                 {"results": results, "sampling_probe": probe}, args.out)
+    path = harness.write_results(
+        "offpolicy_throughput" + ("_quick" if args.quick else ""), {"results": results, "sampling_probe": probe}, args.out
+    )
     print(table(results))
     for row in probe:
-        print(f"minibatch draw, capacity {row['capacity']:,}, batch {row['batch']}: "
-              f"without replacement {row['without_replacement_ms']:.2f} ms, uniform {row['uniform_ms']:.2f} ms")
+        print(
+            f"minibatch draw, capacity {row['capacity']:,}, batch {row['batch']}: "
+            f"without replacement {row['without_replacement_ms']:.2f} ms, uniform {row['uniform_ms']:.2f} ms"
+        )
     print(f"(written to {path})")
 
 
@@ -131,24 +192,29 @@ def sampling_probe(peers: list[str], peer_root, agents: list[str], quick: bool, 
     """Time one minibatch draw of each kind in Rejax's interpreter, for the buffers used here."""
     if "rejax" not in peers:
         return []
-    shapes = [{"capacity": AGENTS[a]["agent_config"]["capacity"], "batch": AGENTS[a]["agent_config"]["batch_size"]}
-              for a in agents]
-    out = harness.run_worker(harness.peer_python("rejax", peer_root, peer_jax), "rejax_sampling.py",
-                             {"shapes": shapes, "draws": 10 if quick else 100})
+    shapes = [
+        {"capacity": AGENTS[a]["agent_config"]["capacity"], "batch": AGENTS[a]["agent_config"]["batch_size"]} for a in agents
+    ]
+    out = harness.run_worker(
+        harness.peer_python("rejax", peer_root, peer_jax), "rejax_sampling.py", {"shapes": shapes, "draws": 10 if quick else 100}
+    )
     return out["draws"]
 
 
 def table(results: list[dict]) -> str:
-    return harness.side_table(results, [
-        ("agent", lambda r, side, m: r["agent"]),
-        ("seeds", lambda r, side, m: str(r["num_seeds"])),
-        ("steps per seed", lambda r, side, m: f"{r['settings']['total_steps']:,}"),
-        ("warm-up", lambda r, side, m: f"{r['warmup_share']:.0%}"),
-        ("side", lambda r, side, m: side),
-        ("env steps/s", lambda r, side, m: f"{m['env_steps_per_s']['median']:,.0f}"),
-        ("compile (s)", lambda r, side, m: f"{m['compile_s']['median']:.1f}"),
-        ("ratio", lambda r, side, m: harness.ratio_cell(r, side)),
-    ])
+    return harness.side_table(
+        results,
+        [
+            ("agent", lambda r, side, m: r["agent"]),
+            ("seeds", lambda r, side, m: str(r["num_seeds"])),
+            ("steps per seed", lambda r, side, m: f"{r['settings']['total_steps']:,}"),
+            ("warm-up", lambda r, side, m: f"{r['warmup_share']:.0%}"),
+            ("side", lambda r, side, m: side),
+            ("env steps/s", lambda r, side, m: f"{m['env_steps_per_s']['median']:,.0f}"),
+            ("compile (s)", lambda r, side, m: f"{m['compile_s']['median']:.1f}"),
+            ("ratio", lambda r, side, m: harness.ratio_cell(r, side)),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -48,9 +48,14 @@ def read_run(experiment: pathlib.Path) -> dict:
             kept.append(result[METRIC])
     log = experiment / "pbt_global.txt"
     exploits = sum(1 for line in log.read_text().splitlines() if line.strip()) if log.exists() else 0
-    return {"trials": trials, "best_return_any_iteration": best_any, "best_return_at_last_iteration": last_best,
-            "best_kept_checkpoint_return": max(kept) if kept else None, "exploits": exploits,
-            "max_compilations_per_actor": compilations}
+    return {
+        "trials": trials,
+        "best_return_any_iteration": best_any,
+        "best_return_at_last_iteration": last_best,
+        "best_kept_checkpoint_return": max(kept) if kept else None,
+        "exploits": exploits,
+        "max_compilations_per_actor": compilations,
+    }
 
 
 def summary(values: list[float]) -> dict:
@@ -68,9 +73,23 @@ def main(argv=None) -> None:
         for i in range(args.runs):
             start = time.perf_counter()
             proc = subprocess.run(
-                [sys.executable, "-m", "ajax_tune.cli", "run", str(CONFIG), "--name", f"pbt_{i}",
-                 "--storage-path", storage, "--no-plots"],
-                cwd=ROOT, capture_output=True, text=True, env=harness.worker_env())
+                [
+                    sys.executable,
+                    "-m",
+                    "ajax_tune.cli",
+                    "run",
+                    str(CONFIG),
+                    "--name",
+                    f"pbt_{i}",
+                    "--storage-path",
+                    storage,
+                    "--no-plots",
+                ],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                env=harness.worker_env(),
+            )
             wall = time.perf_counter() - start
             if proc.returncode != 0:
                 raise RuntimeError(f"run {i} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -80,9 +99,17 @@ def main(argv=None) -> None:
     payload = {
         "config": str(CONFIG.relative_to(ROOT)),
         "runs": runs,
-        "summary": {key: summary([r[key] for r in runs]) for key in
-                    ("best_return_any_iteration", "best_return_at_last_iteration", "best_kept_checkpoint_return",
-                     "exploits", "max_compilations_per_actor", "wall_s")},
+        "summary": {
+            key: summary([r[key] for r in runs])
+            for key in (
+                "best_return_any_iteration",
+                "best_return_at_last_iteration",
+                "best_kept_checkpoint_return",
+                "exploits",
+                "max_compilations_per_actor",
+                "wall_s",
+            )
+        },
     }
     path = harness.write_results("pbt_outcomes", payload, args.out)
     print(json.dumps(payload["summary"], indent=2))

@@ -27,17 +27,35 @@ TARGET = 1.3  # useful env steps/s against Rejax's
 
 def work(num_seeds: int, total_steps: int, runs: int) -> dict:
     return {
-        "num_seeds": num_seeds, "num_envs": 16, "unroll_length": 128, "epochs": 4, "minibatches": 4,
-        "hidden_sizes": [64, 64], "activation": "tanh", "lr": 2.5e-3, "lr_schedule": "linear",
-        "max_grad_norm": 0.5, "total_steps": total_steps, "eval_episodes": 128, "runs": runs,
+        "num_seeds": num_seeds,
+        "num_envs": 16,
+        "unroll_length": 128,
+        "epochs": 4,
+        "minibatches": 4,
+        "hidden_sizes": [64, 64],
+        "activation": "tanh",
+        "lr": 2.5e-3,
+        "lr_schedule": "linear",
+        "max_grad_norm": 0.5,
+        "total_steps": total_steps,
+        "eval_episodes": 128,
+        "runs": runs,
     }
 
 
 def compare(runs: dict[str, list[dict]], ours: str = "ajax_tune", peer: str = "rejax") -> dict:
     """Medians per side, and the ratio of useful throughput taken round by round (each round
     ran both sides back to back, so the ratio cancels most of the load's drift)."""
-    keys = ("env_steps_per_s", "useful_env_steps_per_s", "useful_env_steps_per_cpu_s", "compile_s",
-            "compile_cpu_s", "run_s", "first_call_s", "eval_return")
+    keys = (
+        "env_steps_per_s",
+        "useful_env_steps_per_s",
+        "useful_env_steps_per_cpu_s",
+        "compile_s",
+        "compile_cpu_s",
+        "run_s",
+        "first_call_s",
+        "eval_return",
+    )
     out = {side: harness.medians(r, keys) for side, r in runs.items()}
     out["devices"] = {side: sorted({x.get("device", "?") for x in r}) for side, r in runs.items()}
     if peer in runs and runs[peer]:
@@ -59,9 +77,12 @@ def main(argv=None) -> None:
     parser.add_argument("--peers", nargs="*", default=["rejax"], help="peers to run ('--peers' alone: none)")
     parser.add_argument("--peer-jax", default=None, help="JAX version for the peers (default: ours)")
     parser.add_argument("--peer-root", default=None, help=f"where peer venvs live (${harness.ROOT_ENV})")
-    parser.add_argument("--xla-flags", default=None,
-                        help="XLA_FLAGS for both sides, e.g. '--xla_cpu_multi_thread_eigen=false "
-                             "intra_op_parallelism_threads=1' to compare thread settings")
+    parser.add_argument(
+        "--xla-flags",
+        default=None,
+        help="XLA_FLAGS for both sides, e.g. '--xla_cpu_multi_thread_eigen=false "
+        "intra_op_parallelism_threads=1' to compare thread settings",
+    )
     parser.add_argument("--quick", action="store_true", help="short budget, one repeat: a smoke run")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -78,8 +99,9 @@ def main(argv=None) -> None:
         print(f"== {num_seeds} seed(s)", flush=True)
         env = {"XLA_FLAGS": args.xla_flags} if args.xla_flags is not None else None
         runs = harness.alternate(sides, args.repeats, extra_env=env)
-        results.append({"num_seeds": num_seeds, "settings": settings, "xla_flags": args.xla_flags,
-                        "summary": compare(runs), "runs": runs})
+        results.append(
+            {"num_seeds": num_seeds, "settings": settings, "xla_flags": args.xla_flags, "summary": compare(runs), "runs": runs}
+        )
 
     path = harness.write_results("ppo_throughput" + ("_quick" if args.quick else ""), {"results": results}, args.out)
     print(table(results))
@@ -87,14 +109,17 @@ def main(argv=None) -> None:
 
 
 def table(results: list[dict]) -> str:
-    return harness.side_table(results, [
-        ("seeds", lambda r, side, m: str(r["num_seeds"])),
-        ("side", lambda r, side, m: side),
-        ("env steps/s", lambda r, side, m: f"{m['env_steps_per_s']['median']:,.0f}"),
-        ("useful env steps/s", lambda r, side, m: f"{m['useful_env_steps_per_s']['median']:,.0f}"),
-        ("compile (s)", lambda r, side, m: f"{m['compile_s']['median']:.1f}"),
-        ("useful ratio", lambda r, side, m: harness.ratio_cell(r, side)),
-    ])
+    return harness.side_table(
+        results,
+        [
+            ("seeds", lambda r, side, m: str(r["num_seeds"])),
+            ("side", lambda r, side, m: side),
+            ("env steps/s", lambda r, side, m: f"{m['env_steps_per_s']['median']:,.0f}"),
+            ("useful env steps/s", lambda r, side, m: f"{m['useful_env_steps_per_s']['median']:,.0f}"),
+            ("compile (s)", lambda r, side, m: f"{m['compile_s']['median']:.1f}"),
+            ("useful ratio", lambda r, side, m: harness.ratio_cell(r, side)),
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,10 @@ def main(argv=None) -> None:
         dump = out_dir / side / "hlo"
         harness.run_worker(python, f"{side}_ppo.py", s, extra_env={"XLA_FLAGS": f"--xla_dump_to={dump}"})
         reports[side] = xla_profile.report(s["profile_dir"], str(dump), args.top, module="train")
-        print(f"\n=== {side}: op self time {reports[side]['op_self_time_ms']} ms over "
-              f"{reports[side]['ops_executed']} ops (executor overhead {reports[side]['executor_overhead_ms']} ms)")
+        print(
+            f"\n=== {side}: op self time {reports[side]['op_self_time_ms']} ms over "
+            f"{reports[side]['ops_executed']} ops (executor overhead {reports[side]['executor_overhead_ms']} ms)"
+        )
         for title in ("by_kind", "by_origin"):
             print(f"  {title}:")
             for name, ms, share in reports[side][title]:

@@ -23,28 +23,57 @@ MODES = ("next_step", "unroll_start")
 # PPO settings known to learn each env; the threshold is on the seeds' mean evaluation.
 ENVS = {
     "cartpole": {
-        "config": {"env": {"name": "cartpole"},
-                   "agent": {"name": "ppo", "num_envs": 16, "unroll_length": 128, "num_minibatches": 4, "update_epochs": 4,
-                             "lr": {"kind": "linear", "peak": 2.5e-3}, "ent_coef": 0.0},
-                   "train": {"total_timesteps": 491_520, "timesteps_per_iteration": 16 * 128 * 4, "eval_episodes": 8}},
-        "metric": "eval/return", "threshold": 475.0,
+        "config": {
+            "env": {"name": "cartpole"},
+            "agent": {
+                "name": "ppo",
+                "num_envs": 16,
+                "unroll_length": 128,
+                "num_minibatches": 4,
+                "update_epochs": 4,
+                "lr": {"kind": "linear", "peak": 2.5e-3},
+                "ent_coef": 0.0,
+            },
+            "train": {"total_timesteps": 491_520, "timesteps_per_iteration": 16 * 128 * 4, "eval_episodes": 8},
+        },
+        "metric": "eval/return",
+        "threshold": 475.0,
     },
     "pendulum": {
-        "config": {"env": {"name": "pendulum"},
-                   "agent": {"name": "ppo", "num_envs": 16, "unroll_length": 128, "num_minibatches": 8, "update_epochs": 10,
-                             "lr": {"kind": "linear", "peak": 1e-3}, "ent_coef": 0.0, "gamma": 0.95,
-                             "normalize_rewards": True},
-                   "train": {"total_timesteps": 16 * 128 * 8 * 60, "timesteps_per_iteration": 16 * 128 * 8,
-                             "eval_episodes": 8}},
-        "metric": "eval/return", "threshold": -300.0,
+        "config": {
+            "env": {"name": "pendulum"},
+            "agent": {
+                "name": "ppo",
+                "num_envs": 16,
+                "unroll_length": 128,
+                "num_minibatches": 8,
+                "update_epochs": 10,
+                "lr": {"kind": "linear", "peak": 1e-3},
+                "ent_coef": 0.0,
+                "gamma": 0.95,
+                "normalize_rewards": True,
+            },
+            "train": {"total_timesteps": 16 * 128 * 8 * 60, "timesteps_per_iteration": 16 * 128 * 8, "eval_episodes": 8},
+        },
+        "metric": "eval/return",
+        "threshold": -300.0,
     },
     "corridor": {
-        "config": {"env": {"name": "corridor", "kwargs": {"max_length": 16, "max_episode_steps": 40}, "task": {"length": 6}},
-                   "agent": {"name": "ppo", "num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2,
-                             "hidden_sizes": [32, 32], "lr": {"kind": "constant", "peak": 3e-3}},
-                   "train": {"total_timesteps": 8 * 16 * 8 * 60, "timesteps_per_iteration": 8 * 16 * 8,
-                             "eval_episodes": 8}},
-        "metric": "eval/success", "threshold": 0.95,
+        "config": {
+            "env": {"name": "corridor", "kwargs": {"max_length": 16, "max_episode_steps": 40}, "task": {"length": 6}},
+            "agent": {
+                "name": "ppo",
+                "num_envs": 8,
+                "unroll_length": 16,
+                "num_minibatches": 2,
+                "update_epochs": 2,
+                "hidden_sizes": [32, 32],
+                "lr": {"kind": "constant", "peak": 3e-3},
+            },
+            "train": {"total_timesteps": 8 * 16 * 8 * 60, "timesteps_per_iteration": 8 * 16 * 8, "eval_episodes": 8},
+        },
+        "metric": "eval/success",
+        "threshold": 0.95,
     },
 }
 
@@ -65,19 +94,32 @@ def main(argv=None) -> None:
         spec = ENVS[name]
         runs = {mode: [] for mode in MODES}
         for r in range(args.repeats):
-            for mode in (MODES if r % 2 == 0 else MODES[::-1]):
-                config = {**spec["config"], "train": {**spec["config"]["train"], "num_seeds": args.seeds,
-                                                      "reset_mode": mode, "seed": r}}
+            for mode in MODES if r % 2 == 0 else MODES[::-1]:
+                config = {
+                    **spec["config"],
+                    "train": {**spec["config"]["train"], "num_seeds": args.seeds, "reset_mode": mode, "seed": r},
+                }
                 settings = {"config": config, "metric": spec["metric"], "threshold": spec["threshold"]}
                 out = harness.run_worker(sys.executable, "ajax_tune_solve.py", settings)
                 runs[mode].append(out)
                 solved = out["solved"]
                 wall = f" / {solved['wall_s']:.1f} s" if solved else ""
-                print(f"[{name} {mode} {r + 1}/{args.repeats}] solved at "
-                      f"{solved['env_steps'] if solved else 'never'} env steps{wall}, "
-                      f"useful {out['useful_env_steps_per_s']:,.0f}/s ({out['useful_fraction']:.0%} of stepped)", flush=True)
-        results.append({"env": name, "metric": spec["metric"], "threshold": spec["threshold"], "num_seeds": args.seeds,
-                        "summary": {mode: summarize(r) for mode, r in runs.items()}, "runs": runs})
+                print(
+                    f"[{name} {mode} {r + 1}/{args.repeats}] solved at "
+                    f"{solved['env_steps'] if solved else 'never'} env steps{wall}, "
+                    f"useful {out['useful_env_steps_per_s']:,.0f}/s ({out['useful_fraction']:.0%} of stepped)",
+                    flush=True,
+                )
+        results.append(
+            {
+                "env": name,
+                "metric": spec["metric"],
+                "threshold": spec["threshold"],
+                "num_seeds": args.seeds,
+                "summary": {mode: summarize(r) for mode, r in runs.items()},
+                "runs": runs,
+            }
+        )
 
     path = harness.write_results("reset_modes" + ("_quick" if args.quick else ""), {"results": results}, args.out)
     print(table(results))
@@ -99,14 +141,18 @@ def summarize(runs: list[dict]) -> dict:
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| env | mode | solved | env steps to solve | wall s to solve | useful env steps/s | useful share |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| env | mode | solved | env steps to solve | wall s to solve | useful env steps/s | useful share |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for res in results:
         for mode, s in res["summary"].items():
             steps = f"{s['env_steps_to_solve_median']:,.0f}" if s["env_steps_to_solve_median"] else "-"
             wall = f"{s['wall_s_to_solve_median']:.1f}" if s["wall_s_to_solve_median"] else "-"
-            lines.append(f"| {res['env']} | {mode} | {s['solved']} | {steps} | {wall} | "
-                         f"{s['useful_env_steps_per_s_median']:,.0f} | {s['useful_fraction_median']:.0%} |")
+            lines.append(
+                f"| {res['env']} | {mode} | {s['solved']} | {steps} | {wall} | "
+                f"{s['useful_env_steps_per_s_median']:,.0f} | {s['useful_fraction_median']:.0%} |"
+            )
     return "\n".join(lines)
 
 

@@ -47,8 +47,11 @@ def main(argv=None) -> None:
         runs = [x for x in results if x["num_seeds"] == num_seeds]
         med = harness.medians(runs, ("env_steps_per_s", "useful_env_steps_per_s", "compile_s", "run_s"))
         summary.append({"num_seeds": num_seeds, **med, "device": runs[0]["device"]})
-    path = harness.write_results("scale" + ("_quick" if args.quick else ""),
-                                 {"total_steps_per_seed": args.total_steps, "summary": summary, "runs": results}, args.out)
+    path = harness.write_results(
+        "scale" + ("_quick" if args.quick else ""),
+        {"total_steps_per_seed": args.total_steps, "summary": summary, "runs": results},
+        args.out,
+    )
     lines = ["| seeds | env steps/s (all seeds) | per seed | compile (s) |", "|---|---|---|---|"]
     for s in summary:
         rate = s["env_steps_per_s"]["median"]

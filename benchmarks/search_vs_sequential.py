@@ -51,8 +51,14 @@ BIG_COMPILE_S = 0.5  # programs compiling longer than this are the train/init pr
 
 def traced_env(work: pathlib.Path, extra: dict) -> dict:
     env = harness.worker_env()
-    env.update({"AJAX_TUNE_BENCH_TRACE": str(work / "trace.jsonl"), "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),
-                "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p), **extra})
+    env.update(
+        {
+            "AJAX_TUNE_BENCH_TRACE": str(work / "trace.jsonl"),
+            "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
+            **extra,
+        }
+    )
     return env
 
 
@@ -62,20 +68,40 @@ def compile_stats(work: pathlib.Path) -> dict:
     compiles = [e["seconds"] for e in events if e["event"] == "jax_duration" and e["name"].endswith("backend_compile_duration")]
     counts = collections.Counter(e["name"].rsplit("/", 1)[-1] for e in events if e["event"] == "jax_event")
     trial_pids = {e["pid"] for e in events if e["event"] == "trial_setup:start"}
-    return {"programs_compiled": len(compiles), "big_programs_compiled": sum(c > BIG_COMPILE_S for c in compiles),
-            "backend_compile_s": round(sum(compiles), 2), "cache_hits": counts.get("cache_hits", 0),
-            "cache_misses": counts.get("cache_misses", 0), "trial_processes": len(trial_pids),
-            "trial_setups": sum(e["event"] == "trial_setup:start" for e in events),
-            "reset_configs": sum(e["event"] == "trial_reset_config:start" for e in events)}
+    return {
+        "programs_compiled": len(compiles),
+        "big_programs_compiled": sum(c > BIG_COMPILE_S for c in compiles),
+        "backend_compile_s": round(sum(compiles), 2),
+        "cache_hits": counts.get("cache_hits", 0),
+        "cache_misses": counts.get("cache_misses", 0),
+        "trial_processes": len(trial_pids),
+        "trial_setups": sum(e["event"] == "trial_setup:start" for e in events),
+        "reset_configs": sum(e["event"] == "trial_reset_config:start" for e in events),
+    }
 
 
 def run_tune(mode: str, work: pathlib.Path, trials: int, iterations: int, cpus: int) -> dict:
     spec = MODES[mode]
     work.mkdir(parents=True)
-    sets = [f"tune.num_samples={trials}", f"tune.reuse_actors={'true' if spec['reuse'] else 'false'}",
-            f"stop.training_iteration={iterations}", f"trial.train.total_timesteps={8192 * iterations}"]
-    cmd = [*ajax_tune_command(), "run", str(CONFIG), "--storage-path", str(work / "results"), "--name", "search",
-           "--no-plots", "--num-cpus", str(cpus), *[a for s in sets for a in ("--set", s)]]
+    sets = [
+        f"tune.num_samples={trials}",
+        f"tune.reuse_actors={'true' if spec['reuse'] else 'false'}",
+        f"stop.training_iteration={iterations}",
+        f"trial.train.total_timesteps={8192 * iterations}",
+    ]
+    cmd = [
+        *ajax_tune_command(),
+        "run",
+        str(CONFIG),
+        "--storage-path",
+        str(work / "results"),
+        "--name",
+        "search",
+        "--no-plots",
+        "--num-cpus",
+        str(cpus),
+        *[a for s in sets for a in ("--set", s)],
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=traced_env(work, spec["env"]), timeout=3600)
     wall = time.perf_counter() - t0
@@ -86,10 +112,21 @@ def run_tune(mode: str, work: pathlib.Path, trials: int, iterations: int, cpus: 
     for d in trial_dirs:
         configs.append(json.loads((d / "params.json").read_text()))
         rows = [json.loads(line) for line in (d / "result.json").read_text().splitlines() if line.strip()]
-        last.append({"eval_return": rows[-1].get("eval/return_mean"), "compilations": rows[-1].get("perf/compilations"),
-                     "iterations": rows[-1]["training_iteration"]})
-    return {"mode": mode, "wall_s": round(wall, 2), "trials": last, "configs": configs, **compile_stats(work),
-            "alarms": alarms(proc.stdout + proc.stderr)}
+        last.append(
+            {
+                "eval_return": rows[-1].get("eval/return_mean"),
+                "compilations": rows[-1].get("perf/compilations"),
+                "iterations": rows[-1]["training_iteration"],
+            }
+        )
+    return {
+        "mode": mode,
+        "wall_s": round(wall, 2),
+        "trials": last,
+        "configs": configs,
+        **compile_stats(work),
+        "alarms": alarms(proc.stdout + proc.stderr),
+    }
 
 
 def run_sequential(configs: list[dict], work: pathlib.Path, iterations: int, cpus: int) -> dict:
@@ -116,8 +153,11 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="search_vs_sequential_") as tmp:
         for r in range(args.repeats):
             configs = None
-            order = args.modes if r % 2 == 0 else [m for m in args.modes[::-1] if m != "sequential"] + (
-                ["sequential"] if "sequential" in args.modes else [])  # sequential needs the drawn configs
+            order = (
+                args.modes
+                if r % 2 == 0
+                else [m for m in args.modes[::-1] if m != "sequential"] + (["sequential"] if "sequential" in args.modes else [])
+            )  # sequential needs the drawn configs
             for mode in order:
                 work = pathlib.Path(tmp) / f"{mode}{r}"
                 if mode == "sequential":
@@ -128,21 +168,34 @@ def main(argv=None) -> None:
                     out = run_tune(mode, work, args.trials, args.iterations, args.num_cpus)
                     configs = configs or out["configs"]
                 runs[mode].append(out)
-                print(f"[{mode} {r + 1}/{args.repeats}] wall {out['wall_s']:.1f} s, {out['big_programs_compiled']} big programs "
-                      f"compiled ({out['backend_compile_s']:.1f} s in XLA), {out['cache_hits']} cache hits, "
-                      f"{out.get('trial_processes', 0)} trial processes", flush=True)
+                print(
+                    f"[{mode} {r + 1}/{args.repeats}] wall {out['wall_s']:.1f} s, {out['big_programs_compiled']} big programs "
+                    f"compiled ({out['backend_compile_s']:.1f} s in XLA), {out['cache_hits']} cache hits, "
+                    f"{out.get('trial_processes', 0)} trial processes",
+                    flush=True,
+                )
 
-    summary = {m: {"wall_s_median": statistics.median(o["wall_s"] for o in rs),
-                   "big_programs_compiled_median": statistics.median(o["big_programs_compiled"] for o in rs),
-                   "backend_compile_s_median": statistics.median(o["backend_compile_s"] for o in rs),
-                   "cache_hits_median": statistics.median(o["cache_hits"] for o in rs)} for m, rs in runs.items() if rs}
-    path = harness.write_results("search_vs_sequential" + ("_quick" if args.quick else ""),
-                                 {"trials": args.trials, "iterations": args.iterations, "summary": summary, "runs": runs},
-                                 args.out)
+    summary = {
+        m: {
+            "wall_s_median": statistics.median(o["wall_s"] for o in rs),
+            "big_programs_compiled_median": statistics.median(o["big_programs_compiled"] for o in rs),
+            "backend_compile_s_median": statistics.median(o["backend_compile_s"] for o in rs),
+            "cache_hits_median": statistics.median(o["cache_hits"] for o in rs),
+        }
+        for m, rs in runs.items()
+        if rs
+    }
+    path = harness.write_results(
+        "search_vs_sequential" + ("_quick" if args.quick else ""),
+        {"trials": args.trials, "iterations": args.iterations, "summary": summary, "runs": runs},
+        args.out,
+    )
     print("| mode | wall s | big programs compiled | s in XLA compile | cache hits |\n|---|---|---|---|---|")
     for m, s in summary.items():
-        print(f"| {m} | {s['wall_s_median']:.1f} | {s['big_programs_compiled_median']:g} | "
-              f"{s['backend_compile_s_median']:.1f} | {s['cache_hits_median']:g} |")
+        print(
+            f"| {m} | {s['wall_s_median']:.1f} | {s['big_programs_compiled_median']:g} | "
+            f"{s['backend_compile_s_median']:.1f} | {s['cache_hits_median']:g} |"
+        )
     print(f"(written to {path})")
 
 

@@ -47,19 +47,31 @@ def ajax_tune_command() -> list[str]:
     return [str(script)]
 
 
-def run_ajax_tune(config: pathlib.Path, cache: pathlib.Path, threshold: float, work: pathlib.Path,
-                  extra: list[str], timeout: float) -> dict:
+def run_ajax_tune(
+    config: pathlib.Path, cache: pathlib.Path, threshold: float, work: pathlib.Path, extra: list[str], timeout: float
+) -> dict:
     """One `ajax-tune run` from a fresh process; returns when it solved and where the time went."""
     work.mkdir(parents=True)
     trace = work / "trace.jsonl"
     env = harness.worker_env()
-    env.update({
-        "AJAX_TUNE_COMPILATION_CACHE": str(cache),
-        "AJAX_TUNE_BENCH_TRACE": str(trace),
-        "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
-    })
-    cmd = [*ajax_tune_command(), "run", str(config), "--storage-path", str(work / "results"), "--name", "solve",
-           "--no-plots", *extra]
+    env.update(
+        {
+            "AJAX_TUNE_COMPILATION_CACHE": str(cache),
+            "AJAX_TUNE_BENCH_TRACE": str(trace),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
+        }
+    )
+    cmd = [
+        *ajax_tune_command(),
+        "run",
+        str(config),
+        "--storage-path",
+        str(work / "results"),
+        "--name",
+        "solve",
+        "--no-plots",
+        *extra,
+    ]
     cache_entries_before = sum(1 for _ in cache.glob("*")) if cache.exists() else 0
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
@@ -98,8 +110,7 @@ def trial_rows(experiment: pathlib.Path) -> tuple[list[dict], pathlib.Path]:
     return rows, files[0]
 
 
-ALARMS = ("os.fork() was called", "Failed to import warp", "Token authentication is", "WARNING", "Warning",
-          "Traceback")
+ALARMS = ("os.fork() was called", "Failed to import warp", "Token authentication is", "WARNING", "Warning", "Traceback")
 
 
 def alarms(output: str) -> list[str]:
@@ -133,8 +144,14 @@ def breakdown(events: list[dict], t0: float, solved_row: dict | None) -> dict:
         out = {}
         for e in by_pid.get(pid, ()):
             if e["event"] == "import:start":
-                end = next((f["t"] for f in by_pid[pid] if f["event"] == "import:end" and f["module"] == e["module"]
-                            and f["t"] >= e["t"]), None)
+                end = next(
+                    (
+                        f["t"]
+                        for f in by_pid[pid]
+                        if f["event"] == "import:end" and f["module"] == e["module"] and f["t"] >= e["t"]
+                    ),
+                    None,
+                )
                 if end is not None and e["module"] not in out:
                     out[e["module"]] = round(end - e["t"], 3)
         return out
@@ -146,10 +163,15 @@ def breakdown(events: list[dict], t0: float, solved_row: dict | None) -> dict:
         lower = [e["seconds"] for e in evs if e["event"] == "jax_duration" and e["name"].endswith("to_mlir_module_duration")]
         retrieve = [e["seconds"] for e in evs if e["event"] == "jax_duration" and "cache_retrieval" in e["name"]]
         counts = collections.Counter(e["name"].rsplit("/", 1)[-1] for e in evs if e["event"] == "jax_event")
-        return {"backend_compiles": len(backend), "backend_compile_s": round(sum(backend), 3),
-                "trace_s": round(sum(trace), 3), "lower_s": round(sum(lower), 3),
-                "cache_retrieval_s": round(sum(retrieve), 3), "cache_hits": counts.get("cache_hits", 0),
-                "cache_misses": counts.get("cache_misses", 0)}
+        return {
+            "backend_compiles": len(backend),
+            "backend_compile_s": round(sum(backend), 3),
+            "trace_s": round(sum(trace), 3),
+            "lower_s": round(sum(lower), 3),
+            "cache_retrieval_s": round(sum(retrieve), 3),
+            "cache_hits": counts.get("cache_hits", 0),
+            "cache_misses": counts.get("cache_misses", 0),
+        }
 
     rel = lambda t: None if t is None else round(t - t0, 3)  # noqa: E731
     trial_start = at(trial, "process")
@@ -180,12 +202,14 @@ def breakdown(events: list[dict], t0: float, solved_row: dict | None) -> dict:
             "validate": span(driver, "validate"),
             "ray_start": span(driver, "ray_start"),
             "build_tuner": span(driver, "build_tuner"),
-            "fit_to_trial_process": None if trial_start is None or at(driver, "tuner_fit:start") is None
+            "fit_to_trial_process": None
+            if trial_start is None or at(driver, "tuner_fit:start") is None
             else round(trial_start - at(driver, "tuner_fit:start"), 3),
             "trial_imports": None if trial_start is None or setup[0] is None else round(setup[0] - trial_start, 3),
             "trial_setup": span(trial, "trial_setup"),
             "first_step": span(trial, "trial_step"),
-            "later_steps_to_solve": None if solved_step_end is None or first_step[1] is None
+            "later_steps_to_solve": None
+            if solved_step_end is None or first_step[1] is None
             else round(solved_step_end - first_step[1], 3),
         },
         "compile": {
@@ -240,31 +264,40 @@ def main(argv=None) -> None:
                     continue
                 cache = pathlib.Path(tmp) / f"cache{r}"  # empty for the cold run, filled by it for the warm one
                 for mode in ("cold", "warm"):
-                    out = run_ajax_tune(config, cache, args.threshold, pathlib.Path(tmp) / f"{mode}{r}", extra,
-                                        timeout=1800)
+                    out = run_ajax_tune(config, cache, args.threshold, pathlib.Path(tmp) / f"{mode}{r}", extra, timeout=1800)
                     runs[f"ajax_tune_{mode}"].append(out)
                     spans = out["breakdown"].get("spans", {})
-                    print(f"[ajax_tune {mode} {r + 1}/{args.repeats}] solved in {out['solve_s']} s at iteration "
-                          f"{out['solved_at_iteration']} (process {out['process_wall_s']} s); "
-                          + ", ".join(f"{k} {v}" for k, v in spans.items() if v is not None)
-                          + (f"; alarms: {out['alarms']}" if out["alarms"] else ""), flush=True)
+                    print(
+                        f"[ajax_tune {mode} {r + 1}/{args.repeats}] solved in {out['solve_s']} s at iteration "
+                        f"{out['solved_at_iteration']} (process {out['process_wall_s']} s); "
+                        + ", ".join(f"{k} {v}" for k, v in spans.items() if v is not None)
+                        + (f"; alarms: {out['alarms']}" if out["alarms"] else ""),
+                        flush=True,
+                    )
 
     summary = {side: summarize(rs) for side, rs in runs.items() if rs}
-    path = harness.write_results("time_to_solve" + ("_quick" if args.quick else ""),
-                                 {"config": str(harness._relative(str(config))), "threshold": args.threshold,
-                                  "summary": summary, "runs": runs}, args.out)
+    path = harness.write_results(
+        "time_to_solve" + ("_quick" if args.quick else ""),
+        {"config": str(harness._relative(str(config))), "threshold": args.threshold, "summary": summary, "runs": runs},
+        args.out,
+    )
     print(table(summary))
     print(f"(written to {path})")
 
 
 def summarize(runs: list[dict]) -> dict:
     times = [r["solve_s"] for r in runs if r.get("solve_s") is not None]
-    out = {"solved": f"{len(times)}/{len(runs)}",
-           "solve_s": {"median": statistics.median(times), "min": min(times), "max": max(times)} if times else None}
+    out = {
+        "solved": f"{len(times)}/{len(runs)}",
+        "solve_s": {"median": statistics.median(times), "min": min(times), "max": max(times)} if times else None,
+    }
     spans = [r["breakdown"]["spans"] for r in runs if r.get("breakdown", {}).get("spans")]
     if spans:
-        out["spans_median"] = {k: statistics.median(s[k] for s in spans if s.get(k) is not None)
-                               for k in spans[0] if any(s.get(k) is not None for s in spans)}
+        out["spans_median"] = {
+            k: statistics.median(s[k] for s in spans if s.get(k) is not None)
+            for k in spans[0]
+            if any(s.get(k) is not None for s in spans)
+        }
     return out
 
 
@@ -272,8 +305,7 @@ def table(summary: dict) -> str:
     lines = ["| side | solved | seconds to return 475 (median, min-max) |", "|---|---|---|"]
     for side, s in summary.items():
         t = s["solve_s"]
-        lines.append(f"| {side} | {s['solved']} | "
-                     + (f"{t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f})" if t else "-") + " |")
+        lines.append(f"| {side} | {s['solved']} | " + (f"{t['median']:.1f} ({t['min']:.1f}-{t['max']:.1f})" if t else "-") + " |")
     for side, s in summary.items():
         if "spans_median" in s:
             lines.append(f"\n{side}: " + ", ".join(f"{k} {v:.2f} s" for k, v in s["spans_median"].items()))

@@ -41,14 +41,29 @@ CONFIG = HERE / "configs" / "overhead_cartpole.yaml"
 def run(config: pathlib.Path, work: pathlib.Path, iterations: int, steps: int | None) -> dict:
     trace = work / "trace.jsonl"
     env = harness.worker_env()
-    env.update({"AJAX_TUNE_BENCH_TRACE": str(trace),
-                "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),
-                "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p)})
+    env.update(
+        {
+            "AJAX_TUNE_BENCH_TRACE": str(trace),
+            "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
+        }
+    )
     sets = [f"stop.training_iteration={iterations}"]
     if steps:
         sets += [f"trial.train.timesteps_per_iteration={steps}", f"trial.train.total_timesteps={steps * iterations}"]
-    cmd = [*ajax_tune_command(), "run", str(config), "--storage-path", str(work / "results"), "--name", "overhead",
-           "--no-plots", "--num-cpus", "2", *[a for s in sets for a in ("--set", s)]]
+    cmd = [
+        *ajax_tune_command(),
+        "run",
+        str(config),
+        "--storage-path",
+        str(work / "results"),
+        "--name",
+        "overhead",
+        "--no-plots",
+        "--num-cpus",
+        "2",
+        *[a for s in sets for a in ("--set", s)],
+    ]
     t0 = time.time()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if proc.returncode != 0:
@@ -67,19 +82,26 @@ def run(config: pathlib.Path, work: pathlib.Path, iterations: int, steps: int | 
     tune_train, steps_, runner = spans("tune_train"), spans("trial_step"), spans("runner_train")
     per_iter = []
     for i, row in enumerate(rows):
-        per_iter.append({
-            "iteration": row["training_iteration"],
-            "call_s": row["perf/call_s"],
-            "runner_s": runner[i][1] if i < len(runner) else None,
-            "step_s": steps_[i][1] if i < len(steps_) else None,
-            "tune_train_s": tune_train[i][1] if i < len(tune_train) else None,
-            "cycle_s": tune_train[i + 1][0] - tune_train[i][0] if i + 1 < len(tune_train) else None,
-            "rss_mib": steps_[i][2] / 2**20 if i < len(steps_) and steps_[i][2] else None,
-            "time_this_iter_s": row["time_this_iter_s"],
-        })
+        per_iter.append(
+            {
+                "iteration": row["training_iteration"],
+                "call_s": row["perf/call_s"],
+                "runner_s": runner[i][1] if i < len(runner) else None,
+                "step_s": steps_[i][1] if i < len(steps_) else None,
+                "tune_train_s": tune_train[i][1] if i < len(tune_train) else None,
+                "cycle_s": tune_train[i + 1][0] - tune_train[i][0] if i + 1 < len(tune_train) else None,
+                "rss_mib": steps_[i][2] / 2**20 if i < len(steps_) and steps_[i][2] else None,
+                "time_this_iter_s": row["time_this_iter_s"],
+            }
+        )
     setup_end = next((e for e in mine if e["event"] == "trial_setup:end"), {})
-    return {"wall_s": round(time.time() - t0, 2), "iterations": per_iter, "alarms": alarms(proc.stdout + proc.stderr),
-            "rss_after_setup_mib": setup_end.get("rss", 0) / 2**20, "env_steps_per_call": rows[0]["timesteps_this_iter"]}
+    return {
+        "wall_s": round(time.time() - t0, 2),
+        "iterations": per_iter,
+        "alarms": alarms(proc.stdout + proc.stderr),
+        "rss_after_setup_mib": setup_end.get("rss", 0) / 2**20,
+        "env_steps_per_call": rows[0]["timesteps_this_iter"],
+    }
 
 
 def summarize(out: dict) -> dict:
@@ -94,9 +116,15 @@ def summarize(out: dict) -> dict:
             summary[key.replace("_s", "") + "_overhead"] = (med - call) / call
     rss = [r["rss_mib"] for r in out["iterations"] if r["rss_mib"] is not None]
     if rss:
-        summary.update({"rss_mib_first": rss[0], "rss_mib_last": rss[-1], "rss_mib_peak": max(rss),
-                        "rss_growth_after_first_mib": max(rss[1:], default=rss[0]) - rss[0],
-                        "rss_growth_second_half_mib": (rss[-1] - rss[len(rss) // 2]) if len(rss) > 2 else 0.0})
+        summary.update(
+            {
+                "rss_mib_first": rss[0],
+                "rss_mib_last": rss[-1],
+                "rss_mib_peak": max(rss),
+                "rss_growth_after_first_mib": max(rss[1:], default=rss[0]) - rss[0],
+                "rss_growth_second_half_mib": (rss[-1] - rss[len(rss) // 2]) if len(rss) > 2 else 0.0,
+            }
+        )
     return summary
 
 
@@ -113,8 +141,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="tune_overhead_") as tmp:
         out = run(pathlib.Path(args.config).resolve(), pathlib.Path(tmp), args.iterations, args.steps)
     summary = summarize(out)
-    path = harness.write_results("tune_overhead" + ("_quick" if args.quick else ""), {"summary": summary, "run": out},
-                                 args.out)
+    path = harness.write_results("tune_overhead" + ("_quick" if args.quick else ""), {"summary": summary, "run": out}, args.out)
     for key, value in summary.items():
         print(f"{key:32s} {value:.4g}" if isinstance(value, float) else f"{key:32s} {value}")
     print(f"(written to {path})")

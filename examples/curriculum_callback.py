@@ -61,10 +61,12 @@ class ReachCurriculum(Callback):
         task = control.get_task()
         if self.streak < self.patience or task["distance"] >= HARDEST["distance"]:
             return
-        control.set_task({  # validated against the env's task spec before anything changes
-            "distance": min(task["distance"] * self.distance_factor, HARDEST["distance"]),
-            "radius": max(task["radius"] * self.radius_factor, HARDEST["radius"]),
-        })
+        control.set_task(
+            {  # validated against the env's task spec before anything changes
+                "distance": min(task["distance"] * self.distance_factor, HARDEST["distance"]),
+                "radius": max(task["radius"] * self.radius_factor, HARDEST["radius"]),
+            }
+        )
         self.level, self.streak = self.level + 1, 0
 
     def get_state(self):  # saved with every checkpoint (JSON)
@@ -99,16 +101,28 @@ local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False} 
 ray.init(address=args.address, **local_ray)
 
 if args.builtin:
-    curriculum = {"class": "ajax_tune.curriculum:ThresholdCurriculum",
-                  "kwargs": {"levels": ladder(), "threshold": 0.8, "patience": patience}}
+    curriculum = {
+        "class": "ajax_tune.curriculum:ThresholdCurriculum",
+        "kwargs": {"levels": ladder(), "threshold": 0.8, "patience": patience},
+    }
 else:
     curriculum = ReachCurriculum(threshold=0.8, patience=patience)
 config = {
     "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 60}, "task": START},
-    "agent": {"num_envs": 16, "unroll_length": 32, "num_minibatches": 4, "update_epochs": 4,
-              "hidden_sizes": [32, 32], "lr": 3e-3},
-    "train": {"total_timesteps": 1_000_000, "timesteps_per_iteration": 16 * 32 * 4,
-              "num_seeds": 2, "eval_episodes": 8 if args.smoke else 16},
+    "agent": {
+        "num_envs": 16,
+        "unroll_length": 32,
+        "num_minibatches": 4,
+        "update_epochs": 4,
+        "hidden_sizes": [32, 32],
+        "lr": 3e-3,
+    },
+    "train": {
+        "total_timesteps": 1_000_000,
+        "timesteps_per_iteration": 16 * 32 * 4,
+        "num_seeds": 2,
+        "eval_episodes": 8 if args.smoke else 16,
+    },
     "callbacks": [curriculum],
     "resources": {"cpu": 2},
 }
@@ -118,8 +132,10 @@ tuner = tune.Tuner(
     param_space=config,
     tune_config=tune.TuneConfig(**trial_names()),
     run_config=tune.RunConfig(
-        name="curriculum_callback", storage_path=os.path.abspath(args.storage_path),
-        stop={"training_iteration": iterations}, verbose=0 if args.smoke else 1,
+        name="curriculum_callback",
+        storage_path=os.path.abspath(args.storage_path),
+        stop={"training_iteration": iterations},
+        verbose=0 if args.smoke else 1,
     ),
 )
 results = tuner.fit()
@@ -129,19 +145,21 @@ df = results[0].metrics_dataframe.sort_values("training_iteration")
 print("\n iter  env_steps  trained on: distance  radius  eval success  next level")
 for row in df.to_dict("records"):
     promoted = row["curriculum/next_task/distance"] != row["curriculum/task/distance"]
-    print(f" {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['curriculum/task/distance']:20.3f}  "
-          f"{row['curriculum/task/radius']:6.3f}  {row['eval/success_rate_mean']:12.2f}  "
-          f"{row['curriculum/level']:10.0f}{'  (promoted)' if promoted else ''}")
+    print(
+        f" {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['curriculum/task/distance']:20.3f}  "
+        f"{row['curriculum/task/radius']:6.3f}  {row['eval/success_rate_mean']:12.2f}  "
+        f"{row['curriculum/level']:10.0f}{'  (promoted)' if promoted else ''}"
+    )
 first, last = df.iloc[0], df.iloc[-1]
 summary = {
     "curriculum": "ThresholdCurriculum" if args.builtin else "ReachCurriculum",
-    "first_task": {"distance": float(first["curriculum/task/distance"]),
-                   "radius": float(first["curriculum/task/radius"])},
-    "final_task": {"distance": float(last["curriculum/next_task/distance"]),
-                   "radius": float(last["curriculum/next_task/radius"])},
+    "first_task": {"distance": float(first["curriculum/task/distance"]), "radius": float(first["curriculum/task/radius"])},
+    "final_task": {
+        "distance": float(last["curriculum/next_task/distance"]),
+        "radius": float(last["curriculum/next_task/radius"]),
+    },
     "final_level": int(last["curriculum/level"]),
     "final_success_rate": float(last["eval/success_rate_mean"]),
 }
 print("RESULT " + json.dumps(summary))
 ray.shutdown()
-

@@ -53,8 +53,9 @@ def main():
     parser.add_argument("--smoke", action="store_true", help="a tiny run that finishes in seconds")
     parser.add_argument("--storage-path", default="./results")
     parser.add_argument("--address", help="join a running Ray cluster (e.g. 'auto') instead of starting one")
-    parser.add_argument("--by-name", action="store_true",
-                        help="name the env_task_fn as 'module:function' instead of passing the function")
+    parser.add_argument(
+        "--by-name", action="store_true", help="name the env_task_fn as 'module:function' instead of passing the function"
+    )
     args = parser.parse_args()
 
     import ray
@@ -81,10 +82,20 @@ def main():
             "kwargs": {"max_length": FINAL_LENGTH, "max_episode_steps": 40},
             "task": {"length": tune.grid_search(start_lengths), "exit_reward": 0.2},
         },
-        "agent": {"num_envs": 16, "unroll_length": 32, "num_minibatches": 2, "update_epochs": 2,
-                  "hidden_sizes": [32, 32], "lr": 3e-3},
-        "train": {"total_timesteps": 1_000_000, "num_seeds": 2, "eval_episodes": 4,
-                  "timesteps_per_iteration": 16 * 32 * (2 if args.smoke else 6)},
+        "agent": {
+            "num_envs": 16,
+            "unroll_length": 32,
+            "num_minibatches": 2,
+            "update_epochs": 2,
+            "hidden_sizes": [32, 32],
+            "lr": 3e-3,
+        },
+        "train": {
+            "total_timesteps": 1_000_000,
+            "num_seeds": 2,
+            "eval_episodes": 4,
+            "timesteps_per_iteration": 16 * 32 * (2 if args.smoke else 6),
+        },
         "env_task_fn": env_task_fn,
         "resources": {"cpu": 1},
     }
@@ -93,8 +104,10 @@ def main():
         param_space=config,
         tune_config=tune.TuneConfig(**trial_names()),
         run_config=tune.RunConfig(
-            name="curriculum_env_task_fn", storage_path=os.path.abspath(args.storage_path),
-            stop={"training_iteration": iterations}, verbose=0 if args.smoke else 1,
+            name="curriculum_env_task_fn",
+            storage_path=os.path.abspath(args.storage_path),
+            stop={"training_iteration": iterations},
+            verbose=0 if args.smoke else 1,
         ),
     )
     results = tuner.fit()
@@ -108,9 +121,11 @@ def main():
         print(f"\n{label} (starts at length {start}):")
         print("  iter  env_steps  trained on  eval success  eval return  next task")
         for row in df.to_dict("records"):
-            print(f"  {row['training_iteration']:4d}  {row['env_steps']:9d}  "
-                  f"{row['curriculum/task/length']:10.0f}  {row['eval/success_rate_mean']:12.2f}  "
-                  f"{row['eval/return_mean']:11.2f}  {row['curriculum/next_task/length']:9.0f}")
+            print(
+                f"  {row['training_iteration']:4d}  {row['env_steps']:9d}  "
+                f"{row['curriculum/task/length']:10.0f}  {row['eval/success_rate_mean']:12.2f}  "
+                f"{row['eval/return_mean']:11.2f}  {row['curriculum/next_task/length']:9.0f}"
+            )
         last = df.iloc[-1]
         summary[label] = {
             "tasks": [int(x) for x in df["curriculum/task/length"]],

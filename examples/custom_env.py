@@ -57,10 +57,10 @@ class TargetTracking(Env):
         self.observation_space = gymnasium.spaces.Box(-2.0, 2.0, (4,), np.float32)
         self.action_space = gymnasium.spaces.Discrete(3)  # 0: left, 1: stay, 2: right
         self.task_spec = {
-            "target_speed": TaskField(default=0.02, low=0.0, high=0.2, dtype=np.float32,
-                                      doc="how far the target moves per step"),
-            "tolerance": TaskField(default=0.1, low=0.01, high=1.0, dtype=np.float32,
-                                   doc="how close counts as on target (for success)"),
+            "target_speed": TaskField(default=0.02, low=0.0, high=0.2, dtype=np.float32, doc="how far the target moves per step"),
+            "tolerance": TaskField(
+                default=0.1, low=0.01, high=1.0, dtype=np.float32, doc="how close counts as on target (for success)"
+            ),
         }
 
     def _obs(self, physics):
@@ -120,12 +120,16 @@ def main():
 
     iterations = 4 if args.smoke else 12
     config = {
-        "env": {"name": "custom_env:TargetTracking", "kwargs": {"max_episode_steps": 50},
-                "task": {"target_speed": 0.02}},
-        "agent": {"num_envs": 16, "unroll_length": 32, "num_minibatches": 4, "update_epochs": 4,
-                  "hidden_sizes": [32, 32], "lr": 3e-3},
-        "train": {"total_timesteps": 1_000_000, "timesteps_per_iteration": 16 * 32 * 4, "num_seeds": 2,
-                  "eval_episodes": 16},
+        "env": {"name": "custom_env:TargetTracking", "kwargs": {"max_episode_steps": 50}, "task": {"target_speed": 0.02}},
+        "agent": {
+            "num_envs": 16,
+            "unroll_length": 32,
+            "num_minibatches": 4,
+            "update_epochs": 4,
+            "hidden_sizes": [32, 32],
+            "lr": 3e-3,
+        },
+        "train": {"total_timesteps": 1_000_000, "timesteps_per_iteration": 16 * 32 * 4, "num_seeds": 2, "eval_episodes": 16},
     }
     storage = pathlib.Path(os.path.abspath(args.storage_path))
     results = tune.Tuner(
@@ -133,7 +137,9 @@ def main():
         param_space=config,
         tune_config=tune.TuneConfig(**trial_names()),
         run_config=tune.RunConfig(
-            name="custom_env", storage_path=str(storage), stop={"training_iteration": iterations},
+            name="custom_env",
+            storage_path=str(storage),
+            stop={"training_iteration": iterations},
             verbose=0 if args.smoke else 1,
             checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=0, checkpoint_at_end=True),
         ),
@@ -143,8 +149,10 @@ def main():
     history = trial.metrics_dataframe.sort_values("training_iteration").to_dict("records")
     print(" iter  env_steps  target_speed  eval return  eval success")
     for row in history:
-        print(f" {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['curriculum/task/target_speed']:12.3f}  "
-              f"{row['eval/return_mean']:11.2f}  {row['eval/success_rate_mean']:12.2f}")
+        print(
+            f" {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['curriculum/task/target_speed']:12.3f}  "
+            f"{row['eval/return_mean']:11.2f}  {row['eval/success_rate_mean']:12.2f}"
+        )
 
     # In this process, like in a notebook: a registered short name, and the trial's checkpoint.
     register("target_tracking", TargetTracking)
@@ -157,8 +165,10 @@ def main():
     runner.set_task({"target_speed": speeds[-1]})
     for _ in range(2 if args.smoke else 8):
         result = runner.train()
-        print(f" {runner.iteration:4d}  {result['env_steps']:9d}  {result['curriculum/task/target_speed']:12.3f}  "
-              f"{result['eval/return_mean']:11.2f}  {result['eval/success_rate_mean']:12.2f}")
+        print(
+            f" {runner.iteration:4d}  {result['env_steps']:9d}  {result['curriculum/task/target_speed']:12.3f}  "
+            f"{result['eval/return_mean']:11.2f}  {result['eval/success_rate_mean']:12.2f}"
+        )
     after = {s: float(runner.evaluate(episodes=16, task={"target_speed": s})["return"].mean()) for s in speeds}
     print("\nmean evaluation return by target speed (before -> after training on the fastest):")
     for s in speeds:

@@ -76,12 +76,14 @@ args = parser.parse_args()
 local_ray = {} if args.address else {"num_cpus": 2, "include_dashboard": False}  # a Ray of our own
 ray.init(address=args.address, **local_ray)
 ajax_config = {
-    "env": {"name": "corridor", "kwargs": {"max_length": MAX_LENGTH, "max_episode_steps": 40},
-            "task": {"length": 4}},
-    "agent": {"num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2,
-              "hidden_sizes": [32, 32], "lr": 3e-3},
-    "train": {"total_timesteps": 1_000_000, "num_seeds": 2, "eval_episodes": 4,
-              "timesteps_per_iteration": 8 * 16 * (4 if args.smoke else 20)},
+    "env": {"name": "corridor", "kwargs": {"max_length": MAX_LENGTH, "max_episode_steps": 40}, "task": {"length": 4}},
+    "agent": {"num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2, "hidden_sizes": [32, 32], "lr": 3e-3},
+    "train": {
+        "total_timesteps": 1_000_000,
+        "num_seeds": 2,
+        "eval_episodes": 4,
+        "timesteps_per_iteration": 8 * 16 * (4 if args.smoke else 20),
+    },
 }
 iterations = 6 if args.smoke else 20
 tuner = tune.Tuner(
@@ -89,8 +91,10 @@ tuner = tune.Tuner(
     param_space={"ajax": ajax_config, "iterations": iterations, "crash_at": args.crash_at or -1},
     tune_config=tune.TuneConfig(**trial_names()),
     run_config=tune.RunConfig(
-        name="function_trainable", storage_path=os.path.abspath(args.storage_path),
-        failure_config=tune.FailureConfig(max_failures=1), verbose=0 if args.smoke else 1,
+        name="function_trainable",
+        storage_path=os.path.abspath(args.storage_path),
+        failure_config=tune.FailureConfig(max_failures=1),
+        verbose=0 if args.smoke else 1,
     ),
 )
 results = tuner.fit()
@@ -100,8 +104,10 @@ result = results[0]
 df = result.metrics_dataframe.sort_values("training_iteration")
 print("\n iter  env_steps  trained on  eval success  next length  resumed from")
 for row in df.to_dict("records"):
-    print(f" {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['curriculum/task/length']:10.0f}  "
-          f"{row['eval/success_rate_mean']:12.2f}  {row['next_length']:11d}  {row['resumed_from']:12d}")
+    print(
+        f" {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['curriculum/task/length']:10.0f}  "
+        f"{row['eval/success_rate_mean']:12.2f}  {row['next_length']:11d}  {row['resumed_from']:12d}"
+    )
 last = result.metrics  # the last report (the table above comes from result.json, which can
 # miss rows written just before the crash: Tune copies it back from storage on the restart)
 summary = {
@@ -113,4 +119,3 @@ summary = {
 }
 print("RESULT " + json.dumps(summary))
 ray.shutdown()
-

@@ -44,27 +44,43 @@ steps_per_iteration = 16 * unroll * 2
 config = {
     "env": {"name": "cartpole"},
     "agent": {
-        "lr": {"kind": tune.choice(["warmup_cosine", "cosine", "linear"]),
-               "peak": tune.grid_search(peaks),
-               "warmup_fraction": 0.1, "end_fraction": 0.1},
-        "num_envs": 16, "unroll_length": unroll, "num_minibatches": 4, "update_epochs": 4,
+        "lr": {
+            "kind": tune.choice(["warmup_cosine", "cosine", "linear"]),
+            "peak": tune.grid_search(peaks),
+            "warmup_fraction": 0.1,
+            "end_fraction": 0.1,
+        },
+        "num_envs": 16,
+        "unroll_length": unroll,
+        "num_minibatches": 4,
+        "update_epochs": 4,
         # a small network learns cartpole more slowly, which leaves PBT something to choose
         "hidden_sizes": [32, 32],
     },
     # the schedules span total_timesteps: the whole run, across exploits
-    "train": {"total_timesteps": steps_per_iteration * iterations,
-              "timesteps_per_iteration": steps_per_iteration, "num_seeds": 2, "eval_episodes": 8},
+    "train": {
+        "total_timesteps": steps_per_iteration * iterations,
+        "timesteps_per_iteration": steps_per_iteration,
+        "num_seeds": 2,
+        "eval_episodes": 8,
+    },
     "resources": {"cpu": 1},  # two trials at a time: PBT pauses and resumes the other two
 }
 pbt = PopulationBasedTraining(
-    time_attr="training_iteration", perturbation_interval=interval, quantile_fraction=0.25,
+    time_attr="training_iteration",
+    perturbation_interval=interval,
+    quantile_fraction=0.25,
     resample_probability=0.25,
-    hyperparam_mutations={"agent": {"lr": {
-        "peak": tune.loguniform(1e-4, 1e-2),  # resampled, or multiplied by 0.8 / 1.2
-        "warmup_fraction": [0.0, 0.1, 0.2],  # lists: moved to a neighbouring value
-        "end_fraction": [0.0, 0.1, 0.3],
-        "kind": ["warmup_cosine", "cosine", "linear"],
-    }}},
+    hyperparam_mutations={
+        "agent": {
+            "lr": {
+                "peak": tune.loguniform(1e-4, 1e-2),  # resampled, or multiplied by 0.8 / 1.2
+                "warmup_fraction": [0.0, 0.1, 0.2],  # lists: moved to a neighbouring value
+                "end_fraction": [0.0, 0.1, 0.3],
+                "kind": ["warmup_cosine", "cosine", "linear"],
+            }
+        }
+    },
 )
 
 
@@ -84,13 +100,20 @@ tuner = tune.Tuner(
     AjaxTrainable,
     param_space=config,
     tune_config=tune.TuneConfig(
-        metric="eval/return_mean", mode="max", num_samples=1, scheduler=pbt, reuse_actors=True,
+        metric="eval/return_mean",
+        mode="max",
+        num_samples=1,
+        scheduler=pbt,
+        reuse_actors=True,
         **trial_names(),
     ),
     run_config=tune.RunConfig(
-        name="pbt_lr_schedule", storage_path=os.path.abspath(args.storage_path), callbacks=[recorder],
+        name="pbt_lr_schedule",
+        storage_path=os.path.abspath(args.storage_path),
+        callbacks=[recorder],
         # CartPole's return tops out at 500; a solved trial stops (PBT would keep exploiting ties)
-        stop={"training_iteration": iterations, "eval/return_mean": 500}, verbose=0 if args.smoke else 1,
+        stop={"training_iteration": iterations, "eval/return_mean": 500},
+        verbose=0 if args.smoke else 1,
     ),
 )
 results = tuner.fit()
@@ -116,14 +139,23 @@ for result in sorted(results, key=lambda r: -r.metrics["eval/return_mean"]):
         segments[-1]["return"] = row["eval/return_mean"]
     for s in segments:
         kind, peak, warmup, end = s["schedule"]
-        print(f"  env steps {s['from']:7d}-{s['to']:7d}: {kind:13s} peak {peak:.2e} warmup {warmup:.1f} "
-              f"end {end:.1f} | lr {s['lrs'][0]:.2e} -> {s['lrs'][-1]:.2e} | return {s['return']:.1f}")
-    trials[name] = {"return": result.metrics["eval/return_mean"], "schedules": len(segments),
-                    "iterations": [row["training_iteration"] for row in rows],
-                    "env_steps": [row["env_steps"] for row in rows]}
+        print(
+            f"  env steps {s['from']:7d}-{s['to']:7d}: {kind:13s} peak {peak:.2e} warmup {warmup:.1f} "
+            f"end {end:.1f} | lr {s['lrs'][0]:.2e} -> {s['lrs'][-1]:.2e} | return {s['return']:.1f}"
+        )
+    trials[name] = {
+        "return": result.metrics["eval/return_mean"],
+        "schedules": len(segments),
+        "iterations": [row["training_iteration"] for row in rows],
+        "env_steps": [row["env_steps"] for row in rows],
+    }
 
 print(f"\nPBT exploits: {len(exploits)}; most compilations in any worker process: {max_compilations}")
-summary = {"trials": trials, "exploits": len(exploits), "max_compilations": max_compilations,
-           "best_return": max(t["return"] for t in trials.values())}
+summary = {
+    "trials": trials,
+    "exploits": len(exploits),
+    "max_compilations": max_compilations,
+    "best_return": max(t["return"] for t in trials.values()),
+}
 print("RESULT " + json.dumps(summary))
 ray.shutdown()

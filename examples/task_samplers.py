@@ -51,24 +51,41 @@ def main():
     iterations = 3 if args.smoke else 12
     per_call = 16 * 32 * (2 if args.smoke else 6)
     config = {
-        "env": {"name": "corridor", "kwargs": {"max_length": 32, "max_episode_steps": 40},
-                "task": {"length": 4, "exit_reward": 0.2}},
-        "agent": {"num_envs": 16, "unroll_length": 32, "num_minibatches": 2, "update_epochs": 2,
-                  "hidden_sizes": [32, 32], "lr": 3e-3},
-        "train": {"total_timesteps": iterations * per_call, "timesteps_per_iteration": per_call,
-                  "num_seeds": 2 if args.smoke else 4, "eval_episodes": 1},
-        "task_sampler": tune.grid_search([{"name": name, "kwargs": {"space": SPACE, **kwargs}}
-                                          for name, kwargs in SAMPLERS.items()]),
+        "env": {
+            "name": "corridor",
+            "kwargs": {"max_length": 32, "max_episode_steps": 40},
+            "task": {"length": 4, "exit_reward": 0.2},
+        },
+        "agent": {
+            "num_envs": 16,
+            "unroll_length": 32,
+            "num_minibatches": 2,
+            "update_epochs": 2,
+            "hidden_sizes": [32, 32],
+            "lr": 3e-3,
+        },
+        "train": {
+            "total_timesteps": iterations * per_call,
+            "timesteps_per_iteration": per_call,
+            "num_seeds": 2 if args.smoke else 4,
+            "eval_episodes": 1,
+        },
+        "task_sampler": tune.grid_search(
+            [{"name": name, "kwargs": {"space": SPACE, **kwargs}} for name, kwargs in SAMPLERS.items()]
+        ),
         "heldout": {"tasks": HELDOUT},
         "resources": {"cpu": 1},
     }
     tuner = tune.Tuner(
         AjaxTrainable,
         param_space=config,
-        tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max", reuse_actors=True,
-                                    **trial_names()),
-        run_config=tune.RunConfig(name="task_samplers", storage_path=os.path.abspath(args.storage_path),
-                                  stop={"training_iteration": iterations}, verbose=0 if args.smoke else 1),
+        tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max", reuse_actors=True, **trial_names()),
+        run_config=tune.RunConfig(
+            name="task_samplers",
+            storage_path=os.path.abspath(args.storage_path),
+            stop={"training_iteration": iterations},
+            verbose=0 if args.smoke else 1,
+        ),
     )
     results = tuner.fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]
@@ -80,8 +97,10 @@ def main():
         print(f"\n{name}:")
         print("  iter  env_steps  mean length trained  held-out success")
         for row in df.to_dict("records"):
-            print(f"  {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['tasks/length/mean']:20.1f}  "
-                  f"{row['eval/heldout/success_rate_mean']:16.2f}")
+            print(
+                f"  {row['training_iteration']:4d}  {row['env_steps']:9d}  {row['tasks/length/mean']:20.1f}  "
+                f"{row['eval/heldout/success_rate_mean']:16.2f}"
+            )
         last = df.iloc[-1]
         summary[name] = {
             "heldout_success": [round(float(v), 3) for v in df["eval/heldout/success_rate_mean"]],
@@ -94,8 +113,7 @@ def main():
         }
     plots = plot_experiment(results.experiment_path)
     print("\nplots:", ", ".join(str(p) for p in plots))
-    print("RESULT " + json.dumps({"iterations": iterations, "samplers": summary,
-                                  "plots": sorted(p.name for p in plots)}))
+    print("RESULT " + json.dumps({"iterations": iterations, "samplers": summary, "plots": sorted(p.name for p in plots)}))
     ray.shutdown()
 
 

@@ -43,7 +43,10 @@ config = {
     "agent": {
         "lr": tune.loguniform(1e-4, 1e-2),
         "ent_coef": tune.uniform(0.0, 0.02),
-        "num_envs": 16, "unroll_length": 128, "num_minibatches": 4, "update_epochs": 4,
+        "num_envs": 16,
+        "unroll_length": 128,
+        "num_minibatches": 4,
+        "update_epochs": 4,
     },
     "train": {
         "total_timesteps": 16 * 128 * unrolls_per_iteration * max_iterations,  # the lr schedule's horizon
@@ -58,11 +61,16 @@ tuner = tune.Tuner(
     AjaxTrainable,
     param_space=config,
     tune_config=tune.TuneConfig(
-        metric="eval/return_mean", mode="max", num_samples=num_samples, scheduler=asha,
-        reuse_actors=True, **trial_names(),
+        metric="eval/return_mean",
+        mode="max",
+        num_samples=num_samples,
+        scheduler=asha,
+        reuse_actors=True,
+        **trial_names(),
     ),
     run_config=tune.RunConfig(
-        name="tune_search", storage_path=os.path.abspath(args.storage_path),
+        name="tune_search",
+        storage_path=os.path.abspath(args.storage_path),
         verbose=0 if args.smoke else 1,
         checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=0, checkpoint_at_end=True),
     ),
@@ -73,12 +81,16 @@ assert results.num_errors == 0, [r.error for r in results if r.error]
 print("\n trial                         lr  ent_coef  iterations  eval return")
 for result in sorted(results, key=lambda r: -r.metrics["eval/return_mean"]):
     agent = result.config["agent"]
-    print(f" {result.metrics['trial_id']:20s}  {agent['lr']:9.2e}  {agent['ent_coef']:8.4f}  "
-          f"{result.metrics['training_iteration']:10d}  {result.metrics['eval/return_mean']:11.1f}")
+    print(
+        f" {result.metrics['trial_id']:20s}  {agent['lr']:9.2e}  {agent['ent_coef']:8.4f}  "
+        f"{result.metrics['training_iteration']:10d}  {result.metrics['eval/return_mean']:11.1f}"
+    )
 
 best = results.get_best_result()  # by the TuneConfig's metric and mode, at each trial's last result
-print(f"\nbest: lr={best.config['agent']['lr']:.2e} ent_coef={best.config['agent']['ent_coef']:.4f} "
-      f"eval/return_mean={best.metrics['eval/return_mean']:.1f} after {best.metrics['env_steps']} env steps per seed")
+print(
+    f"\nbest: lr={best.config['agent']['lr']:.2e} ent_coef={best.config['agent']['ent_coef']:.4f} "
+    f"eval/return_mean={best.metrics['eval/return_mean']:.1f} after {best.metrics['env_steps']} env steps per seed"
+)
 print(f"its checkpoint: {best.checkpoint.path}")
 summary = {
     "best_config": {"lr": best.config["agent"]["lr"], "ent_coef": best.config["agent"]["ent_coef"]},

@@ -29,8 +29,7 @@ def pytest_collection_modifyitems(config, items):
     trains to a threshold (`learning`) or compiles fully optimised (`optimised`), so that
     `pytest -m "not slow"` is the fast loop. Plain `pytest` runs everything."""
     for item in items:
-        if ("ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES
-                or fully_optimised(item)):
+        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES or fully_optimised(item):
             item.add_marker(pytest.mark.slow)
 
 

@@ -22,10 +22,12 @@ from ajax_tune.fields import field_kind
 from ajax_tune.schedules import Schedule
 
 ENVS = {"ppo": "cartpole", "sac": "pendulum", "dqn": "cartpole", "td3": "pendulum"}
-SMALL = {"ppo": dict(num_envs=2, unroll_length=8, num_minibatches=2, hidden_sizes=(8,)),
-         "sac": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,)),
-         "dqn": dict(num_envs=2, unroll_length=4, utd_ratio=0.5, batch_size=8, capacity=64, hidden_sizes=(8,)),
-         "td3": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,))}
+SMALL = {
+    "ppo": dict(num_envs=2, unroll_length=8, num_minibatches=2, hidden_sizes=(8,)),
+    "sac": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,)),
+    "dqn": dict(num_envs=2, unroll_length=4, utd_ratio=0.5, batch_size=8, capacity=64, hidden_sizes=(8,)),
+    "td3": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,)),
+}
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "agents.md"
 
 

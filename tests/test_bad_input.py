@@ -24,8 +24,10 @@ trial:
   train: {total_timesteps: 5e4, timesteps_per_iteration: 512, num_seeds: 2, eval_episodes: 4}
 stop: {training_iteration: 3}
 """
-TINY = {"agent": {"num_envs": 4, "unroll_length": 8, "hidden_sizes": [8]},
-        "train": {"timesteps_per_iteration": 32, "eval_episodes": 1}}
+TINY = {
+    "agent": {"num_envs": 4, "unroll_length": 8, "hidden_sizes": [8]},
+    "train": {"timesteps_per_iteration": 32, "eval_episodes": 1},
+}
 
 
 def one_line_error(capsys, code, *fragments):
@@ -56,10 +58,23 @@ def checkpoints(tmp_path_factory):
 # -- 9. numbers as people write them -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, value", [
-    ("3e-4", 3e-4), ("1e6", 1e6), ("1.0e6", 1e6), ("-2E3", -2000.0), (".5e1", 5.0), ("1.0e+6", 1e6),
-    ("12", 12), ("0x1f", 31), ("1e", "1e"), ("e5", "e5"), ("1.2.3", "1.2.3"), (".inf", float("inf")),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("3e-4", 3e-4),
+        ("1e6", 1e6),
+        ("1.0e6", 1e6),
+        ("-2E3", -2000.0),
+        (".5e1", 5.0),
+        ("1.0e+6", 1e6),
+        ("12", 12),
+        ("0x1f", 31),
+        ("1e", "1e"),
+        ("e5", "e5"),
+        ("1.2.3", "1.2.3"),
+        (".inf", float("inf")),
+    ],
+)
 def test_yaml_reads_numbers_as_written(text, value):
     assert load(text) == value and type(load(text)) is type(value)
 
@@ -68,19 +83,23 @@ def test_scientific_numbers_in_files_and_overrides(experiment, tmp_path):
     loaded = Experiment.load(experiment)
     assert loaded.trial["agent"]["lr"] == 3e-3
     assert Runner.check(loaded.trial).train.total_timesteps == 50_000  # `5e4` for an integer field
-    loaded = Experiment.load(experiment, ["trial.agent.lr=3e-4", "trial.agent.ent_coef=1e-3",
-                                          "trial.agent.lr={kind: linear, peak: 1e-3}"])
+    loaded = Experiment.load(
+        experiment, ["trial.agent.lr=3e-4", "trial.agent.ent_coef=1e-3", "trial.agent.lr={kind: linear, peak: 1e-3}"]
+    )
     assert Runner.check(loaded.trial).agent.lr.peak == 1e-3 and loaded.trial["agent"]["ent_coef"] == 1e-3
 
 
 # -- 8. storage path ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where, message", [
-    ("afile", "is a file, not a directory"),
-    ("afile/sub/dir", "lies under"),
-    ("/proc/ajax_tune_results", "is not writable"),
-])
+@pytest.mark.parametrize(
+    "where, message",
+    [
+        ("afile", "is a file, not a directory"),
+        ("afile/sub/dir", "lies under"),
+        ("/proc/ajax_tune_results", "is not writable"),
+    ],
+)
 def test_unusable_storage_path(experiment, tmp_path, capsys, where, message):
     import ray
 
@@ -105,50 +124,67 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
 # -- 10. the sections outside `trial`, and the metrics they name -------------------------------
 
 
-@pytest.mark.parametrize("override, message", [
-    ("stop=[12]", "stop must be a mapping of result key to the value that ends a trial"),
-    ("stop.training_iteration=ten", "stop.training_iteration must be a number"),
-    ("stop={training_iteraton: 3}", "stop.training_iteraton: metric 'training_iteraton' is not in any result; "
-                                    "did you mean 'training_iteration'?"),
-    ("stop.eval/return_seed7=100", "stop.eval/return_seed7: metric 'eval/return_seed7' is not in any result; "
-                                   "did you mean 'eval/return_seed1'?"),
-    ("tune.metric=eval/return_maen", "tune.metric: metric 'eval/return_maen' is not in any result; "
-                                     "did you mean 'eval/return_mean'?"),
-    ("tune.metric=3", "tune.metric must be a string, got 3"),
-    ("tune.mode=maximum", "tune.mode must be one of ['min', 'max'], got 'maximum'"),
-    ("tune.num_samples=0", "tune.num_samples must be >= 1, got 0"),
-    ("tune.reuse_actors=maybe", "tune.reuse_actors must be true or false, got 'maybe'"),
-    ("tune.scheduler={name: asha, time_attr: env_step}",
-     "tune.scheduler (asha).time_attr: metric 'env_step' is not in any result; did you mean 'env_steps'?"),
-    ("tune.scheduler={name: pbt, hyperparam_mutations: {agent: {ent_coeff: [0.0, 0.01]}}}",
-     "tune.scheduler (pbt).hyperparam_mutations: agent.ent_coeff is not a key of the trial config "
-     "(agent has no 'ent_coeff'; did you mean 'ent_coef'?)"),
-    ("tune.scheduler={name: pb2, hyperparam_bounds: {agnet: {ent_coef: [0.0, 0.01]}}}",
-     "tune.scheduler (pb2).hyperparam_bounds: agnet.ent_coef is not a key of the trial config "
-     "(the trial config has no 'agnet'; did you mean 'agent'?)"),
-    ("checkpoint=5", "checkpoint must be a mapping, got 5"),
-    ("checkpoint.frequency=often", "checkpoint.frequency must be an integer, got 'often'"),
-    ("checkpoint.num_to_keep=-1", "checkpoint.num_to_keep must be >= 0, got -1"),
-    ("checkpoint.at_end=sometimes", "checkpoint.at_end must be true or false"),
-    ("checkpoint.frequncy=2", "unknown key checkpoint.'frequncy'; did you mean checkpoint.'frequency'?"),
-    ("failure.max_failures=some", "failure.max_failures must be an integer, got 'some'"),
-    ("failure.max_failures=-2", "failure.max_failures must be >= -1, got -2"),
-    ("failure.max_failure=2", "unknown key failure.'max_failure'; did you mean failure.'max_failures'?"),
-    ("wandb=ajax", "wandb must be a mapping"),
-    ("wandb.projetc=ajax", "wandb: unknown option 'projetc'; did you mean 'project'?"),
-    ("wandb.project=3", "wandb.project must be a string, got 3"),
-    ("wandb.mode=offine", "wandb.mode must be one of ['online', 'offline', 'disabled'], got 'offine'"),
-    ("storage_path=[results]", "storage_path must be a directory or a URI (a string), got ['results']"),
-    ("name=runs/small", "name must be a directory name (a string without '/'), got 'runs/small'"),
-    ("trial=[1]", "trial must be a mapping"),
-    ("trial.agent={name: sac, capacity: 1e9}", "needs about"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("stop=[12]", "stop must be a mapping of result key to the value that ends a trial"),
+        ("stop.training_iteration=ten", "stop.training_iteration must be a number"),
+        (
+            "stop={training_iteraton: 3}",
+            "stop.training_iteraton: metric 'training_iteraton' is not in any result; did you mean 'training_iteration'?",
+        ),
+        (
+            "stop.eval/return_seed7=100",
+            "stop.eval/return_seed7: metric 'eval/return_seed7' is not in any result; did you mean 'eval/return_seed1'?",
+        ),
+        (
+            "tune.metric=eval/return_maen",
+            "tune.metric: metric 'eval/return_maen' is not in any result; did you mean 'eval/return_mean'?",
+        ),
+        ("tune.metric=3", "tune.metric must be a string, got 3"),
+        ("tune.mode=maximum", "tune.mode must be one of ['min', 'max'], got 'maximum'"),
+        ("tune.num_samples=0", "tune.num_samples must be >= 1, got 0"),
+        ("tune.reuse_actors=maybe", "tune.reuse_actors must be true or false, got 'maybe'"),
+        (
+            "tune.scheduler={name: asha, time_attr: env_step}",
+            "tune.scheduler (asha).time_attr: metric 'env_step' is not in any result; did you mean 'env_steps'?",
+        ),
+        (
+            "tune.scheduler={name: pbt, hyperparam_mutations: {agent: {ent_coeff: [0.0, 0.01]}}}",
+            "tune.scheduler (pbt).hyperparam_mutations: agent.ent_coeff is not a key of the trial config "
+            "(agent has no 'ent_coeff'; did you mean 'ent_coef'?)",
+        ),
+        (
+            "tune.scheduler={name: pb2, hyperparam_bounds: {agnet: {ent_coef: [0.0, 0.01]}}}",
+            "tune.scheduler (pb2).hyperparam_bounds: agnet.ent_coef is not a key of the trial config "
+            "(the trial config has no 'agnet'; did you mean 'agent'?)",
+        ),
+        ("checkpoint=5", "checkpoint must be a mapping, got 5"),
+        ("checkpoint.frequency=often", "checkpoint.frequency must be an integer, got 'often'"),
+        ("checkpoint.num_to_keep=-1", "checkpoint.num_to_keep must be >= 0, got -1"),
+        ("checkpoint.at_end=sometimes", "checkpoint.at_end must be true or false"),
+        ("checkpoint.frequncy=2", "unknown key checkpoint.'frequncy'; did you mean checkpoint.'frequency'?"),
+        ("failure.max_failures=some", "failure.max_failures must be an integer, got 'some'"),
+        ("failure.max_failures=-2", "failure.max_failures must be >= -1, got -2"),
+        ("failure.max_failure=2", "unknown key failure.'max_failure'; did you mean failure.'max_failures'?"),
+        ("wandb=ajax", "wandb must be a mapping"),
+        ("wandb.projetc=ajax", "wandb: unknown option 'projetc'; did you mean 'project'?"),
+        ("wandb.project=3", "wandb.project must be a string, got 3"),
+        ("wandb.mode=offine", "wandb.mode must be one of ['online', 'offline', 'disabled'], got 'offine'"),
+        ("storage_path=[results]", "storage_path must be a directory or a URI (a string), got ['results']"),
+        ("name=runs/small", "name must be a directory name (a string without '/'), got 'runs/small'"),
+        ("trial=[1]", "trial must be a mapping"),
+        ("trial.agent={name: sac, capacity: 1e9}", "needs about"),
+    ],
+)
 def test_every_section_is_checked_before_ray_starts(experiment, capsys, override, message):
     import ray
 
     if override.startswith("trial.agent"):  # SAC on a continuous env, with a buffer of 1e9 transitions per seed
-        override = ("trial={env: {name: pendulum}, agent: {name: sac, capacity: 1.0e9}, "
-                    "train: {num_seeds: 4, timesteps_per_iteration: 4096, total_timesteps: 40960}}")
+        override = (
+            "trial={env: {name: pendulum}, agent: {name: sac, capacity: 1.0e9}, "
+            "train: {num_seeds: 4, timesteps_per_iteration: 4096, total_timesteps: 40960}}"
+        )
     err = one_line_error(capsys, main(["run", experiment, "--set", override]), message)
     if "needs about" in message:
         assert "GiB of state (agent.capacity 1,000,000,000 transitions x 4 seeds" in err and "this machine has" in err
@@ -157,8 +193,15 @@ def test_every_section_is_checked_before_ray_starts(experiment, capsys, override
 
 def test_tunes_own_keys_and_the_trials_are_valid_metrics():
     raw = load(EXPERIMENT)
-    for metric in ("training_iteration", "time_total_s", "timesteps_total", "env_steps", "loss/entropy",
-                   "eval/return_seed1", "curriculum/task/length"):
+    for metric in (
+        "training_iteration",
+        "time_total_s",
+        "timesteps_total",
+        "env_steps",
+        "loss/entropy",
+        "eval/return_seed1",
+        "curriculum/task/length",
+    ):
         loaded = Experiment.from_dict({**raw, "tune": {"metric": metric}, "stop": {metric: 1e9, "time_total_s": 60}})
         assert loaded.tune.metric == metric and loaded.stop == {metric: 1e9, "time_total_s": 60}
 
@@ -167,16 +210,21 @@ def test_tunes_own_keys_and_the_trials_are_valid_metrics():
 
 
 def test_threshold_curriculum_on_a_metric_never_reported(experiment, capsys):
-    callback = ("[{class: 'ajax_tune.curriculum:ThresholdCurriculum', "
-                "kwargs: {levels: {length: [4, 8]}, metric: eval/no_such_metric}}]")
+    callback = (
+        "[{class: 'ajax_tune.curriculum:ThresholdCurriculum', kwargs: {levels: {length: [4, 8]}, metric: eval/no_such_metric}}]"
+    )
     code = main(["run", experiment, "--set", f"trial.callbacks={callback}"])
-    one_line_error(capsys, code, "callbacks[0] (ThresholdCurriculum): metric 'eval/no_such_metric' is not in any result",
-                   "eval/success_rate_mean")
-    task_fn = ("{function: 'ajax_tune.curriculum:grow_when_solved', "
-               "kwargs: {field: length, step: 4, metric: eval/sucess_rate_mean}}")
+    one_line_error(
+        capsys,
+        code,
+        "callbacks[0] (ThresholdCurriculum): metric 'eval/no_such_metric' is not in any result",
+        "eval/success_rate_mean",
+    )
+    task_fn = (
+        "{function: 'ajax_tune.curriculum:grow_when_solved', kwargs: {field: length, step: 4, metric: eval/sucess_rate_mean}}"
+    )
     code = main(["run", experiment, "--set", f"trial.env_task_fn={task_fn}"])
-    one_line_error(capsys, code, "env_task_fn ajax_tune.curriculum:grow_when_solved",
-                   "did you mean 'eval/success_rate_mean'?")
+    one_line_error(capsys, code, "env_task_fn ajax_tune.curriculum:grow_when_solved", "did you mean 'eval/success_rate_mean'?")
 
 
 # -- 3. a damaged experiment directory ---------------------------------------------------------
@@ -189,10 +237,12 @@ def test_resume_refuses_a_damaged_tuner_state(tmp_path, capsys):
     one_line_error(capsys, main(["resume", str(directory)]), "holds no experiment state")
 
     (directory / "experiment_state-2000-01-01_00-00-00.json").write_text("{}")
-    for content, message in ((b"garbage\n", "tuner.pkl cannot be read"),
-                             (real[: len(real) // 2], "tuner.pkl cannot be read"),
-                             (pickle.dumps(["another", "object"]), "holds a list, not a Tuner's state"),
-                             (pickle.dumps({"__trainable_name": "PPO"}), "an experiment of trainable 'PPO'")):
+    for content, message in (
+        (b"garbage\n", "tuner.pkl cannot be read"),
+        (real[: len(real) // 2], "tuner.pkl cannot be read"),
+        (pickle.dumps(["another", "object"]), "holds a list, not a Tuner's state"),
+        (pickle.dumps({"__trainable_name": "PPO"}), "an experiment of trainable 'PPO'"),
+    ):
         (directory / "tuner.pkl").write_bytes(content)
         one_line_error(capsys, main(["resume", str(directory)]), message)
 
@@ -202,11 +252,13 @@ def test_resume_refuses_a_damaged_tuner_state(tmp_path, capsys):
 
 def test_evaluate_in_an_unknown_or_mismatched_gymnasium_env(checkpoints, capsys):
     cartpole = str(checkpoints / "cartpole")
-    one_line_error(capsys, main(["evaluate", cartpole, "--gymnasium", "NoSuchEnv-v0"]),
-                   "gymnasium has no env 'NoSuchEnv-v0'")
+    one_line_error(capsys, main(["evaluate", cartpole, "--gymnasium", "NoSuchEnv-v0"]), "gymnasium has no env 'NoSuchEnv-v0'")
     one_line_error(capsys, main(["evaluate", cartpole, "--gymnasium", "CartPol-v1"]), "did you mean 'CartPole-v1'?")
-    one_line_error(capsys, main(["evaluate", cartpole, "--gymnasium", "Pendulum-v1"]),
-                   "observation space Box(3,) does not match the observation space Box(4,) of this cartpole checkpoint")
+    one_line_error(
+        capsys,
+        main(["evaluate", cartpole, "--gymnasium", "Pendulum-v1"]),
+        "observation space Box(3,) does not match the observation space Box(4,) of this cartpole checkpoint",
+    )
 
 
 def test_evaluate_a_checkpoint_whose_state_comes_from_another_env(checkpoints, tmp_path, capsys):
@@ -234,8 +286,7 @@ def test_evaluate_a_checkpoint_cut_in_half_in_a_fresh_process(checkpoints, tmp_p
     del metadata["files"]  # so that orbax itself meets the cut files
     (cut / "ajax_tune.json").write_text(json.dumps(metadata))
     exe = pathlib.Path(sys.executable).parent / "ajax-tune"
-    out = subprocess.run([exe, "evaluate", str(cut)], capture_output=True, text=True,
-                         env={**os.environ, "JAX_PLATFORMS": "cpu"})
+    out = subprocess.run([exe, "evaluate", str(cut)], capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
     lines = [line for line in out.stderr.splitlines() if "warp" not in line]  # brax's optional-import notice
     assert out.returncode == 2 and len(lines) == 1, out.stderr
     assert "could not be read; its files are damaged" in lines[0]
@@ -244,10 +295,13 @@ def test_evaluate_a_checkpoint_cut_in_half_in_a_fresh_process(checkpoints, tmp_p
 # -- joining a cluster that is not there -------------------------------------------------------
 
 
-@pytest.mark.parametrize("address, message", [
-    ("127.0.0.1:1", "cannot reach a Ray cluster at 127.0.0.1:1"),
-    ("headnode", "--address expects HOST:PORT of a Ray head"),
-])
+@pytest.mark.parametrize(
+    "address, message",
+    [
+        ("127.0.0.1:1", "cannot reach a Ray cluster at 127.0.0.1:1"),
+        ("headnode", "--address expects HOST:PORT of a Ray head"),
+    ],
+)
 def test_unreachable_address(experiment, tmp_path, capsys, address, message):
     import ray
 

@@ -24,8 +24,7 @@ def test_running_statistics_match_brax():
         np.testing.assert_allclose(ours.mean, theirs.mean, rtol=1e-5)
         np.testing.assert_allclose(ours.std, theirs.std, rtol=1e-4)
         assert float(ours.count) == int(theirs.count.lo) + (int(theirs.count.hi) << 32)
-        np.testing.assert_allclose(norm(ours, batch), brax_running_statistics.normalize(batch, theirs),
-                                   rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(norm(ours, batch), brax_running_statistics.normalize(batch, theirs), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(ours.mean, 5.0, atol=0.5)  # it does estimate the stream's mean
 
 
@@ -43,8 +42,7 @@ def test_tanh_normal_matches_brax():
 
     def everything(dist):
         raw = dist.sample_no_postprocessing(params, seed)
-        return (raw, dist.postprocess(raw), dist.mode(params), dist.log_prob(params, raw),
-                dist.entropy(params, seed))
+        return (raw, dist.postprocess(raw), dist.mode(params), dist.log_prob(params, raw), dist.entropy(params, seed))
 
     for a, b in zip(jax.jit(lambda: everything(ours))(), jax.jit(lambda: everything(theirs))()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)

@@ -34,22 +34,27 @@ checkpoint: {frequency: 1, at_end: true}
 """
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["run", "no/such.yaml"], "no config file at no/such.yaml"),
-    (["run", "{dir}/exp.yaml", "--set", "trial.agent.ent_coeff=0.1"],
-     "unknown key agent.'ent_coeff'; did you mean agent.'ent_coef'"),
-    (["run", "{dir}/exp.yaml", "--set", "trial.agent.gamma=2"], "agent.gamma must be <= 1.0"),
-    (["run", "{dir}/exp.yaml", "--set", "trial.agent.lr={loguniform: [0.1]}"], "{loguniform: ...} takes 2 numbers"),
-    (["run", "{dir}/exp.yaml", "--set", "tune.scheduler.name=hyperband"], "tune.scheduler.name must be one of"),
-    (["run", "{dir}/exp.yaml", "--set", "tune.metrc=x"], "did you mean tune.'metric'"),
-    (["run", "{dir}/exp.yaml", "--set", "stopp"], "--set expects key.path=value"),
-    (["run", "{dir}/exp.yaml", "--set", "trial.env.task.length=99"], "expected integer scalar in [1, 32]"),
-    (["run", "{dir}/exp.yaml", "--set", "trial.train.timesteps_per_iteration=500"], "whole number of unrolls"),
-    (["evaluate", "{dir}/nothing"], "no checkpoint at"),
-    (["evaluate", "{dir}", "--episodes", "0"], "--episodes must be >= 1"),
-    (["plot", "{dir}/nothing"], "no experiment directory"),
-    (["resume", "{dir}"], "is not a Tune experiment directory"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "no/such.yaml"], "no config file at no/such.yaml"),
+        (
+            ["run", "{dir}/exp.yaml", "--set", "trial.agent.ent_coeff=0.1"],
+            "unknown key agent.'ent_coeff'; did you mean agent.'ent_coef'",
+        ),
+        (["run", "{dir}/exp.yaml", "--set", "trial.agent.gamma=2"], "agent.gamma must be <= 1.0"),
+        (["run", "{dir}/exp.yaml", "--set", "trial.agent.lr={loguniform: [0.1]}"], "{loguniform: ...} takes 2 numbers"),
+        (["run", "{dir}/exp.yaml", "--set", "tune.scheduler.name=hyperband"], "tune.scheduler.name must be one of"),
+        (["run", "{dir}/exp.yaml", "--set", "tune.metrc=x"], "did you mean tune.'metric'"),
+        (["run", "{dir}/exp.yaml", "--set", "stopp"], "--set expects key.path=value"),
+        (["run", "{dir}/exp.yaml", "--set", "trial.env.task.length=99"], "expected integer scalar in [1, 32]"),
+        (["run", "{dir}/exp.yaml", "--set", "trial.train.timesteps_per_iteration=500"], "whole number of unrolls"),
+        (["evaluate", "{dir}/nothing"], "no checkpoint at"),
+        (["evaluate", "{dir}", "--episodes", "0"], "--episodes must be >= 1"),
+        (["plot", "{dir}/nothing"], "no experiment directory"),
+        (["resume", "{dir}"], "is not a Tune experiment directory"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     write(tmp_path, SMALL_CORRIDOR)
     code = main([a.replace("{dir}", str(tmp_path)) for a in argv])
@@ -133,8 +138,9 @@ def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys):
 def test_errored_trial_resumes(ray_session, tmp_path, capsys):
     marker = tmp_path / "failed"
     config = yaml.safe_load(SMALL_CORRIDOR)
-    config["trial"]["callbacks"] = [{"class": "tests.support.curricula:FailOnce",
-                                     "kwargs": {"marker": str(marker), "at_iteration": 2}}]
+    config["trial"]["callbacks"] = [
+        {"class": "tests.support.curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 2}}
+    ]
     path = write(tmp_path, yaml.safe_dump(config))
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 1
     err = capsys.readouterr().err
@@ -145,10 +151,14 @@ def test_errored_trial_resumes(ray_session, tmp_path, capsys):
     assert "training_iteration       3" in out
 
 
-@pytest.mark.parametrize("tune_section", [
-    {"search": "optuna", "scheduler": {"name": "asha", "max_t": 3, "grace_period": 1}},
-    {"scheduler": {"name": "pb2", "perturbation_interval": 1, "hyperparam_bounds": {"agent": {"ent_coef": [0.0, 0.02]}}}},
-], ids=["optuna_asha", "pb2"])
+@pytest.mark.parametrize(
+    "tune_section",
+    [
+        {"search": "optuna", "scheduler": {"name": "asha", "max_t": 3, "grace_period": 1}},
+        {"scheduler": {"name": "pb2", "perturbation_interval": 1, "hyperparam_bounds": {"agent": {"ent_coef": [0.0, 0.02]}}}},
+    ],
+    ids=["optuna_asha", "pb2"],
+)
 def test_optuna_and_pb2(ray_session, tmp_path, capsys, tune_section):
     config = yaml.safe_load(SMALL_CORRIDOR)
     config["trial"]["agent"]["ent_coef"] = {"uniform": [0.0, 0.02]}
@@ -203,9 +213,24 @@ def result_boxes(out: str) -> list[list[str]]:
 @pytest.mark.slow  # a Ray of its own, as a user's terminal sees it (worker output reaches the driver)
 def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
     env = {**os.environ, "RAY_AIR_NEW_OUTPUT": "1", "PYTHONPATH": str(TESTS.parent)}
-    run = subprocess.run([sys.executable, "-m", "ajax_tune.cli", "run", write(tmp_path, TINY_ASHA), "--num-cpus", "2",
-                          "--storage-path", str(tmp_path / "r"), "--no-plots"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ajax_tune.cli",
+            "run",
+            write(tmp_path, TINY_ASHA),
+            "--num-cpus",
+            "2",
+            "--storage-path",
+            str(tmp_path / "r"),
+            "--no-plots",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
     assert "Traceback" not in out and "SystemExit" not in out, out[-3000:]  # ASHA's stopped trials end quietly
@@ -272,8 +297,15 @@ def test_result_box_keeps_what_a_person_reads_and_verbose_keeps_all():
         for _ in range(2):  # every trial's box is the same
             shown = box_keys(result)
             assert len(shown) <= 12
-            assert {"eval/return_mean", "eval/return_std", "env_steps", "lr", "eval/success_rate_mean",
-                    "curriculum/task/length", "training_iteration"} <= set(shown)
+            assert {
+                "eval/return_mean",
+                "eval/return_std",
+                "env_steps",
+                "lr",
+                "eval/success_rate_mean",
+                "curriculum/task/length",
+                "training_iteration",
+            } <= set(shown)
             assert "curriculum/task/length" in shown and "curriculum/task/z" not in shown  # the first four task fields
             assert not any(k.startswith(("health/", "loss/", "perf/")) for k in shown)
     assert "eval/success_rate_mean" not in box_keys(result)  # the default box, back after the run

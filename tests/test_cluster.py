@@ -42,9 +42,13 @@ def left(deadline: float) -> float:
 
 def start_node(args, env, log: pathlib.Path, deadline: float) -> subprocess.Popen:
     """`ray start --block`: the node lives as long as this process, which stops it on SIGTERM."""
-    process = subprocess.Popen([BIN / "ray", "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1",
-                                "--disable-usage-stats", *args], env=env, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [BIN / "ray", "start", "--block", "--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--disable-usage-stats", *args],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     while "Ray runtime started" not in log.read_text():
         assert process.poll() is None, log.read_text()[-2000:]
         assert time.monotonic() < deadline, "ray start did not come up"
@@ -53,8 +57,12 @@ def start_node(args, env, log: pathlib.Path, deadline: float) -> subprocess.Pope
 
 
 def stop_nodes(nodes):
-    family = [(p, p.create_time()) for node in nodes if node.poll() is None
-              for p in [psutil.Process(node.pid), *psutil.Process(node.pid).children(recursive=True)]]
+    family = [
+        (p, p.create_time())
+        for node in nodes
+        if node.poll() is None
+        for p in [psutil.Process(node.pid), *psutil.Process(node.pid).children(recursive=True)]
+    ]
     for node in nodes:
         if node.poll() is None:
             node.send_signal(signal.SIGTERM)
@@ -74,31 +82,56 @@ def test_two_nodes_on_loopback_with_a_token(tmp_path, pytestconfig):
     deadline = time.monotonic() + float(pytestconfig.getini("timeout") or 600) - CLEANUP_S
     port, token = free_port(), secrets.token_hex(32)
     temp = pathlib.Path(tempfile.mkdtemp(prefix="ajt", dir="/tmp"))  # short: Ray's socket paths are limited
-    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token, "JAX_PLATFORMS": "cpu",
-           "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": token,
+        "JAX_PLATFORMS": "cpu",
+        "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]),
+    }
     env.pop("RAY_ADDRESS", None)
     nodes = []
     try:
-        nodes.append(start_node(["--head", "--port", str(port), "--temp-dir", str(temp / "head"),
-                                 "--include-dashboard", "false"],
-                                env, tmp_path / "head.log", deadline))
-        nodes.append(start_node(["--address", f"127.0.0.1:{port}", "--temp-dir", str(temp / "worker")],
-                                env, tmp_path / "worker.log", deadline))
+        nodes.append(
+            start_node(
+                ["--head", "--port", str(port), "--temp-dir", str(temp / "head"), "--include-dashboard", "false"],
+                env,
+                tmp_path / "head.log",
+                deadline,
+            )
+        )
+        nodes.append(
+            start_node(
+                ["--address", f"127.0.0.1:{port}", "--temp-dir", str(temp / "worker")], env, tmp_path / "worker.log", deadline
+            )
+        )
 
         seen = tmp_path / "nodes"
         seen.mkdir()
-        trial = corridor_config(lr={"grid": [1e-3, 3e-3]},
-                                callbacks=[{"class": "tests.support.fault_callbacks:RecordNode",
-                                            "kwargs": {"directory": str(seen)}}])
+        trial = corridor_config(
+            lr={"grid": [1e-3, 3e-3]},
+            callbacks=[{"class": "tests.support.fault_callbacks:RecordNode", "kwargs": {"directory": str(seen)}}],
+        )
         config = tmp_path / "cluster.yaml"
         config.write_text(yaml.safe_dump({"name": "cluster", "trial": trial, "stop": {"training_iteration": 2}}))
-        run = [BIN / "ajax-tune", "run", str(config), "--address", f"127.0.0.1:{port}",
-               "--storage-path", str(tmp_path / "results"), "--no-plots"]
+        run = [
+            BIN / "ajax-tune",
+            "run",
+            str(config),
+            "--address",
+            f"127.0.0.1:{port}",
+            "--storage-path",
+            str(tmp_path / "results"),
+            "--no-plots",
+        ]
 
         # Without the token, and with another one: one line each, saying what to set (run meanwhile).
-        refused = [subprocess.Popen([*run, "--name", name], env={**env, **change}, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True)
-                   for name, change in (("none", {"RAY_AUTH_MODE": "disabled"}), ("other", {"RAY_AUTH_TOKEN": "0" * 64}))]
+        refused = [
+            subprocess.Popen(
+                [*run, "--name", name], env={**env, **change}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+            for name, change in (("none", {"RAY_AUTH_MODE": "disabled"}), ("other", {"RAY_AUTH_TOKEN": "0" * 64}))
+        ]
         try:
             out = subprocess.run(run, env=env, capture_output=True, text=True, timeout=left(deadline))
             for process, words in zip(refused, ("this process has no token", "refused this machine's token")):

@@ -72,8 +72,15 @@ def test_tune_choices_name_every_option():
             cls = resolve_import(choice.target, f"{kind} {name}")
             params = inspect.signature(cls).parameters
             assert not any(p.kind is p.VAR_KEYWORD for p in params.values()), (kind, name)
-            for keyword in (choice.seed, choice.concurrency, *choice.defaults, *choice.required, *choice.spaces,
-                            *choice.metrics, *choice.config_keys):
+            for keyword in (
+                choice.seed,
+                choice.concurrency,
+                *choice.defaults,
+                *choice.required,
+                *choice.spaces,
+                *choice.metrics,
+                *choice.config_keys,
+            ):
                 assert not keyword or keyword in params, (kind, name, keyword)
 
 
@@ -180,9 +187,15 @@ def test_no_private_api_outside_compat():
 
     root = pathlib.Path(compat.__file__).parent
     private = re.compile(r"\b(ray|jax|brax)(\.\w+)*\.(_\w+)|from (ray|jax|brax)[\w.]* import .*\b_[a-z]\w*")
-    found = [f"{path.relative_to(root)}: {line.strip()}" for path in sorted(root.rglob("*.py")) if path.name != "compat.py"
-             for line in path.read_text().splitlines() if private.search(line)]
+    found = [
+        f"{path.relative_to(root)}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        if path.name != "compat.py"
+        for line in path.read_text().splitlines()
+        if private.search(line)
+    ]
     assert not found, found
+
 
 def test_tune_reads_the_result_box_keys_from_the_trainable():
     from ajax_tune.trainable import AjaxTrainable, ResultBox

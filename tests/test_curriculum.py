@@ -40,8 +40,11 @@ class ListControl:
         old = self.get_task()
         for name, value in self.env.validate_task(task, num_envs=NUM_ENVS, current=self.eval_task).items():
             self.task[name] = np.broadcast_to(value, (NUM_ENVS,)).copy()
-        self.eval_task = ({k: v[0] for k, v in self.task.items()} if eval_task is None
-                          else self.env.validate_task(eval_task, current=self.eval_task))
+        self.eval_task = (
+            {k: v[0] for k, v in self.task.items()}
+            if eval_task is None
+            else self.env.validate_task(eval_task, current=self.eval_task)
+        )
         self.log.append(f"set {self.task['length'][0]}")
         if old != self.get_task():  # as TaskControl: a change of the task evaluations run on
             for listener in self.listeners:
@@ -102,10 +105,14 @@ class Logged(Callback):
 
 def curriculum(log, env_task_fn=None, sampler=True, callbacks=("a",)):
     control = ListControl(log)
-    ctx = EnvContext(env_config={"name": "corridor"}, num_envs=NUM_ENVS, num_seeds=1, trial_id="t", worker_index=0,
-                     member=0)
-    return Curriculum(control, ctx, env_task_fn=env_task_fn, callbacks=[Logged(n, log) for n in callbacks],
-                      sampler=Sampler(log) if sampler else None)
+    ctx = EnvContext(env_config={"name": "corridor"}, num_envs=NUM_ENVS, num_seeds=1, trial_id="t", worker_index=0, member=0)
+    return Curriculum(
+        control,
+        ctx,
+        env_task_fn=env_task_fn,
+        callbacks=[Logged(n, log) for n in callbacks],
+        sampler=Sampler(log) if sampler else None,
+    )
 
 
 def test_after_call_runs_the_parts_in_order_and_adds_their_keys():
@@ -121,12 +128,27 @@ def test_after_call_runs_the_parts_in_order_and_adds_their_keys():
     log.clear()
     result = {"env_steps": 512}
     c.after_call(result, stats=None)
-    assert log == ["sampler.update", "env_task_fn (member 0, task 8)", "set 20", "a.task 8->20", "b.task 8->20",
-                   "a.train", "b.train", "sampler.sample", "set 12"]
+    assert log == [
+        "sampler.update",
+        "env_task_fn (member 0, task 8)",
+        "set 20",
+        "a.task 8->20",
+        "b.task 8->20",
+        "a.train",
+        "b.train",
+        "sampler.sample",
+        "set 12",
+    ]
     # evaluations stay on the task they ran on when the sampler moves the envs on
     assert c.control.get_task()["length"] == 20 and c.control.task["length"].tolist() == [12] * NUM_ENVS
-    assert result == {"env_steps": 512, "sampler/draws": 2.0, "a/count": 1.0, "b/count": 1.0,
-                      "curriculum/next_task/length": 20.0, "curriculum/next_task/exit_reward": 0.0}
+    assert result == {
+        "env_steps": 512,
+        "sampler/draws": 2.0,
+        "a/count": 1.0,
+        "b/count": 1.0,
+        "curriculum/next_task/length": 20.0,
+        "curriculum/next_task/exit_reward": 0.0,
+    }
     assert c.metrics() == {k: v for k, v in result.items() if k != "env_steps"}
 
 
@@ -140,8 +162,11 @@ def test_a_diverged_call_moves_nothing_but_still_reports():
 
 def test_failures_name_the_part_and_the_iteration():
     c = curriculum([], env_task_fn=lambda *a: {"length": 1000}, sampler=False)
-    with pytest.raises(TaskError, match=r"env_task_fn tests.test_curriculum:.*<lambda> returned a task that does not fit "
-                                        r"after iteration 1 \(trained to env_steps 512;"):
+    with pytest.raises(
+        TaskError,
+        match=r"env_task_fn tests.test_curriculum:.*<lambda> returned a task that does not fit "
+        r"after iteration 1 \(trained to env_steps 512;",
+    ):
         c.after_call({"env_steps": 512}, stats=None)
     failing = curriculum([], env_task_fn=lambda *a: 1 / 0, sampler=False)
     with pytest.raises(CurriculumError, match="raised ZeroDivisionError") as info:

@@ -27,9 +27,19 @@ BUILDS = pytest.mark.parametrize("build", ["few_passes", pytest.param("optimised
 
 # A small DQN whose buffer wraps around within a few updates, with learning under way after the
 # first update, a target network moved every other gradient step and observation statistics.
-SMALL = dict(num_envs=4, unroll_length=8, utd_ratio=0.25, batch_size=16, capacity=160, learning_starts=32,
-             target_update_every=2, tau=0.5, hidden_sizes=(32, 32), normalize_observations=True,
-             lr=Schedule(kind="linear", peak=1e-3))
+SMALL = dict(
+    num_envs=4,
+    unroll_length=8,
+    utd_ratio=0.25,
+    batch_size=16,
+    capacity=160,
+    learning_starts=32,
+    target_update_every=2,
+    tau=0.5,
+    hidden_sizes=(32, 32),
+    normalize_observations=True,
+    lr=Schedule(kind="linear", peak=1e-3),
+)
 UNROLL = 4 * 8  # env steps per update
 EPSILON_DEFAULTS = {k: getattr(DQNConfig(), k) for k in ("epsilon_start", "epsilon_end", "epsilon_decay_fraction")}
 
@@ -37,8 +47,9 @@ EPSILON_DEFAULTS = {k: getattr(DQNConfig(), k) for k in ("epsilon_start", "epsil
 def small_loop(agent=None, **loop_overrides) -> TrainLoop:
     env = make_env("cartpole")
     agent = DQN(DQNConfig(**{**SMALL, **(agent or {})}), env.observation_space, env.action_space)
-    loop = dict(total_timesteps=20 * UNROLL, timesteps_per_iteration=3 * UNROLL, eval_every=2 * UNROLL,
-                eval_episodes=2, num_seeds=2)
+    loop = dict(
+        total_timesteps=20 * UNROLL, timesteps_per_iteration=3 * UNROLL, eval_every=2 * UNROLL, eval_episodes=2, num_seeds=2
+    )
     return TrainLoop(env, agent, LoopConfig(**{**loop, **loop_overrides}))
 
 
@@ -89,8 +100,9 @@ def test_no_recompilation_while_task_lr_tau_and_epsilon_change():
     changes = [
         lambda s: s,
         lambda s: loop.set_task(s, {"pole_length": 0.3}),
-        lambda s: loop.set_hparams(s, dataclasses.replace(loop.agent.config, lr=Schedule(kind="constant", peak=5e-4),
-                                                          tau=0.25, **new_eps)),
+        lambda s: loop.set_hparams(
+            s, dataclasses.replace(loop.agent.config, lr=Schedule(kind="constant", peak=5e-4), tau=0.25, **new_eps)
+        ),
         lambda s: loop.set_task(s, {"force_mag": np.linspace(5.0, 15.0, 4)}),
     ]
     seen = []
@@ -146,8 +158,11 @@ def test_acting_explores_with_the_epsilon_of_the_state():
 def test_truncation_stores_the_real_final_obs_and_bootstraps():
     env = EpisodeWrapper(make_env("cartpole"), max_episode_steps=3)  # too short for cartpole to fall
     venv = VecEnv(env, 2)
-    agent = DQN(DQNConfig(num_envs=2, unroll_length=3, utd_ratio=0.5, capacity=6, batch_size=2, hidden_sizes=(8,)),
-                env.observation_space, env.action_space)
+    agent = DQN(
+        DQNConfig(num_envs=2, unroll_length=3, utd_ratio=0.5, capacity=6, batch_size=2, hidden_sizes=(8,)),
+        env.observation_space,
+        env.action_space,
+    )
     task = {k: jnp.float32(v.default) for k, v in env.task_spec.items()}
 
     @jax.jit
@@ -180,31 +195,54 @@ def test_double_dqn_target_and_termination():
 
 
 def cartpole_config(**agent):
-    return {"env": {"name": "cartpole"}, "agent": {"name": "dqn", **agent},
-            "train": {"total_timesteps": 10_000, "timesteps_per_iteration": 1_024}}
+    return {
+        "env": {"name": "cartpole"},
+        "agent": {"name": "dqn", **agent},
+        "train": {"total_timesteps": 10_000, "timesteps_per_iteration": 1_024},
+    }
 
 
-@pytest.mark.parametrize("config, message", [
-    (cartpole_config(batch_size=512, capacity=256),
-     r"agent\.batch_size \(512\) must not exceed agent\.capacity \(256\)"),
-    (cartpole_config(learning_starts=10_000), r"agent\.learning_starts \(10000\) must be below train\.total_timesteps"),
-    (cartpole_config(capacity=64), r"agent\.capacity \(64\) must hold at least one unroll"),
-    (cartpole_config(utd_ratio=0.3), r"agent\.utd_ratio \(0\.3\) times .* whole number of gradient steps"),
-    (cartpole_config(epsilon_end=1.5), r"agent\.epsilon_end"),
-    ({**cartpole_config(), "env": {"name": "pendulum"}},
-     r"agent\.name 'dqn' needs a discrete action space; this env's is Box\("),
-    ({**cartpole_config(), "agent": {"name": "dqm"}}, r"agent\.name must be one of .*got 'dqm'; did you mean 'dqn'\?"),
-    ({**cartpole_config(), "train": {"total_timesteps": 10_000, "timesteps_per_iteration": 1_024,
-                                     "reset_mode": "unroll_start"}}, r"train\.reset_mode 'unroll_start' does not suit"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (cartpole_config(batch_size=512, capacity=256), r"agent\.batch_size \(512\) must not exceed agent\.capacity \(256\)"),
+        (cartpole_config(learning_starts=10_000), r"agent\.learning_starts \(10000\) must be below train\.total_timesteps"),
+        (cartpole_config(capacity=64), r"agent\.capacity \(64\) must hold at least one unroll"),
+        (cartpole_config(utd_ratio=0.3), r"agent\.utd_ratio \(0\.3\) times .* whole number of gradient steps"),
+        (cartpole_config(epsilon_end=1.5), r"agent\.epsilon_end"),
+        (
+            {**cartpole_config(), "env": {"name": "pendulum"}},
+            r"agent\.name 'dqn' needs a discrete action space; this env's is Box\(",
+        ),
+        ({**cartpole_config(), "agent": {"name": "dqm"}}, r"agent\.name must be one of .*got 'dqm'; did you mean 'dqn'\?"),
+        (
+            {
+                **cartpole_config(),
+                "train": {"total_timesteps": 10_000, "timesteps_per_iteration": 1_024, "reset_mode": "unroll_start"},
+            },
+            r"train\.reset_mode 'unroll_start' does not suit",
+        ),
+    ],
+)
 def test_bad_configs_are_refused_in_one_line_before_compiling(config, message):
     assert_refused_before_compiling(config, message)
 
 
 # The defaults, spelled out: what the learning test and configs/dqn_cartpole.yaml train with.
-CARTPOLE_AGENT = dict(num_envs=16, unroll_length=8, utd_ratio=0.25, batch_size=128, capacity=50_000,
-                      learning_starts=2_000, hidden_sizes=(64, 64), lr=Schedule(kind="linear", peak=1e-3), tau=0.005,
-                      huber_delta=100.0, epsilon_end=0.05, epsilon_decay_fraction=0.25)
+CARTPOLE_AGENT = dict(
+    num_envs=16,
+    unroll_length=8,
+    utd_ratio=0.25,
+    batch_size=128,
+    capacity=50_000,
+    learning_starts=2_000,
+    hidden_sizes=(64, 64),
+    lr=Schedule(kind="linear", peak=1e-3),
+    tau=0.005,
+    huber_delta=100.0,
+    epsilon_end=0.05,
+    epsilon_decay_fraction=0.25,
+)
 
 
 @pytest.mark.learning
@@ -214,8 +252,9 @@ def test_dqn_solves_cartpole_within_300k_steps():
     env = make_env("cartpole")
     agent = DQN(DQNConfig(**CARTPOLE_AGENT), env.observation_space, env.action_space)
     assert agent.config == DQNConfig()  # these are the defaults
-    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=300_000, timesteps_per_iteration=20_480,
-                                            num_seeds=4, eval_episodes=8))
+    loop = TrainLoop(
+        env, agent, LoopConfig(total_timesteps=300_000, timesteps_per_iteration=20_480, num_seeds=4, eval_episodes=8)
+    )
     state = loop.init(seed=0)
     history = []
     while loop.timestep(state) < 300_000:
@@ -247,21 +286,47 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
     budget, horizon = 2 * UNROLL, 12 * UNROLL
     space = {
         "env": {"name": "cartpole"},
-        "agent": {"name": "dqn", **{k: list(v) if isinstance(v, tuple) else v for k, v in SMALL.items()},
-                  "lr": {"kind": "linear", "peak": tune.choice([3e-4, 1e-3])}, "epsilon_end": tune.choice([0.05, 0.2]),
-                  "epsilon_decay_fraction": 0.25},
+        "agent": {
+            "name": "dqn",
+            **{k: list(v) if isinstance(v, tuple) else v for k, v in SMALL.items()},
+            "lr": {"kind": "linear", "peak": tune.choice([3e-4, 1e-3])},
+            "epsilon_end": tune.choice([0.05, 0.2]),
+            "epsilon_decay_fraction": 0.25,
+        },
         "train": {"total_timesteps": horizon, "timesteps_per_iteration": budget, "num_seeds": 1, "eval_episodes": 2},
         "callbacks": ["tests.support.replay_probe:ReplayProbe"],
     }
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,  # exploits every round
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        synch=True,  # exploits every round
         resample_probability=0.5,
-        hyperparam_mutations={"agent": {"epsilon_end": [0.01, 0.1, 0.3], "epsilon_decay_fraction": [0.1, 0.5],
-                                        "lr": {"peak": tune.loguniform(1e-4, 3e-3)}}})
+        hyperparam_mutations={
+            "agent": {
+                "epsilon_end": [0.01, 0.1, 0.3],
+                "epsilon_decay_fraction": [0.1, 0.5],
+                "lr": {"peak": tune.loguniform(1e-4, 3e-3)},
+            }
+        },
+    )
     collect = CollectResults()
-    results = fit(AjaxTrainable, space, tmp_path, "dqn_pbt", stop={"training_iteration": 6}, callbacks=[collect],
-                  tune_config=tune.TuneConfig(metric="eval/return_mean", mode="max", num_samples=4, scheduler=pbt,
-                                              reuse_actors=True, trial_dirname_creator=trial_dirname))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "dqn_pbt",
+        stop={"training_iteration": 6},
+        callbacks=[collect],
+        tune_config=tune.TuneConfig(
+            metric="eval/return_mean",
+            mode="max",
+            num_samples=4,
+            scheduler=pbt,
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+        ),
+    )
     exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
     assert exploits and all(json.loads(line) for line in exploits), "PBT never exploited"
     assert len(collect.rows) == 4
@@ -270,8 +335,7 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
         for prev, r in zip(trial_rows, trial_rows[1:]):
             if r["iterations_since_restore"] == prev["iterations_since_restore"] + 1:
                 assert r["env_steps"] == prev["env_steps"] + budget
-    after = {(trial, r["env_steps"]): r["probe/buffer"]
-             for trial, trial_rows in collect.rows.items() for r in trial_rows}
+    after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in collect.rows.items() for r in trial_rows}
     mutated = inherited = 0
     for trial, trial_rows in collect.rows.items():
         settings = set()
@@ -289,8 +353,9 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
             lr = learning_rate(Schedule.parse(agent["lr"]).to_params(), timestep, jnp.float32(horizon))
             assert r["lr"] == pytest.approx(float(lr), rel=1e-5)
             if not np.isnan(r["probe/restored_buffer"]):  # restored: from some trial's buffers at that step
-                donors = [t for (t, steps), fp in after.items()
-                          if steps == r["env_steps"] - budget and fp == r["probe/restored_buffer"]]
+                donors = [
+                    t for (t, steps), fp in after.items() if steps == r["env_steps"] - budget and fp == r["probe/restored_buffer"]
+                ]
                 assert donors, f"trial {trial} restored buffers no trial had at step {r['env_steps'] - budget}"
                 inherited += trial not in donors
         mutated += len(settings) > 1

@@ -81,6 +81,9 @@ def test_mass_scale_changes_the_response_to_an_action(pendulum):
 
 
 def test_unknown_brax_env_names_what_exists():
-    with pytest.raises(KeyError, match=r"unknown brax env 'inverted_pendulumm'; did you mean 'brax/inverted_pendulum'\? "
-                                       r"brax has: .*inverted_pendulum"):
+    with pytest.raises(
+        KeyError,
+        match=r"unknown brax env 'inverted_pendulumm'; did you mean 'brax/inverted_pendulum'\? "
+        r"brax has: .*inverted_pendulum",
+    ):
         make_env("brax/inverted_pendulumm")

@@ -122,12 +122,14 @@ def test_rollout_with_new_tasks_compiles_once():
 
     state = venv.reset(jax.random.PRNGKey(0), task_to_jax(env.validate_task({"length": 3})))
     returns = []
-    for i, task in enumerate([
-        {"length": np.int32(3)},
-        {"length": np.int32(9)},
-        {"length": np.array([1, 2, 3, 4], np.int32)},
-        {"length": np.array([16, 8, 4, 2], np.int32)},
-    ]):
+    for i, task in enumerate(
+        [
+            {"length": np.int32(3)},
+            {"length": np.int32(9)},
+            {"length": np.array([1, 2, 3, 4], np.int32)},
+            {"length": np.array([16, 8, 4, 2], np.int32)},
+        ]
+    ):
         state = venv.set_task(state, task_to_jax(task))
         state, rewards = rollout(state, jax.random.PRNGKey(i))
         returns.append(np.asarray(rewards).sum(0))
@@ -146,17 +148,20 @@ def test_task_defaults_and_partial_updates():
     assert batch["length"].dtype == np.int32 and batch["length"].tolist() == [1, 2, 3]
 
 
-@pytest.mark.parametrize("task, message", [
-    ([3], "must be a mapping"),
-    ({"lenght": 3}, "unknown task field"),
-    ({"length": 0}, "in [1, 16]"),
-    ({"length": 17}, "in [1, 16]"),
-    ({"length": 2.5}, "expected an integer"),
-    ({"length": "long"}, "expected integer scalar"),
-    ({"length": True}, "boolean"),
-    ({"length": [1, 2]}, "expected shape"),
-    ({"length": float("nan")}, "finite"),
-])
+@pytest.mark.parametrize(
+    "task, message",
+    [
+        ([3], "must be a mapping"),
+        ({"lenght": 3}, "unknown task field"),
+        ({"length": 0}, "in [1, 16]"),
+        ({"length": 17}, "in [1, 16]"),
+        ({"length": 2.5}, "expected an integer"),
+        ({"length": "long"}, "expected integer scalar"),
+        ({"length": True}, "boolean"),
+        ({"length": [1, 2]}, "expected shape"),
+        ({"length": float("nan")}, "finite"),
+    ],
+)
 def test_bad_corridor_tasks(task, message):
     env = make_env("corridor", max_length=16)
     with pytest.raises(TaskError, match="corridor") as info:

@@ -27,8 +27,7 @@ STEPS = 64
 
 def scaled_task(env, factor=1.25):
     """Every float field scaled (integer fields as they are): a task other than the default."""
-    return {k: jnp.asarray(v * factor if np.issubdtype(v.dtype, np.floating) else v)
-            for k, v in env.default_task().items()}
+    return {k: jnp.asarray(v * factor if np.issubdtype(v.dtype, np.floating) else v) for k, v in env.default_task().items()}
 
 
 GYMNAX_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "Breakout-MinAtar"]
@@ -77,10 +76,12 @@ def test_steps_exactly_as_gymnax_step_env(gymnax_id):
         assert ours.terminated.any()  # random actions drop the pole: terminations were compared too
     if env.task_spec:  # and the task reached the dynamics: the default task steps differently
         default = {k: jnp.asarray(v) for k, v in env.default_task().items()}
-        one_step = jax.jit(lambda task: env.step(env.reset(jax.random.PRNGKey(1), task), env._zero_action(),
-                                                 jax.random.PRNGKey(2)).physics)
-        assert not all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(host(one_step(task))),
-                                                             jax.tree.leaves(host(one_step(default)))))
+        one_step = jax.jit(
+            lambda task: env.step(env.reset(jax.random.PRNGKey(1), task), env._zero_action(), jax.random.PRNGKey(2)).physics
+        )
+        assert not all(
+            np.array_equal(a, b) for a, b in zip(jax.tree.leaves(host(one_step(task))), jax.tree.leaves(host(one_step(default))))
+        )
 
 
 def rollout(env, action_fn, steps, task=None):
@@ -115,8 +116,12 @@ def test_termination_and_truncation_are_told_apart():
     # and no reset happened there: the final observation is the true successor (gymnax's own
     # `step` would have returned a fresh episode's observation)
     physics = jax.tree.map(lambda x: x[18], balanced.physics)
-    reference = jax.jit(env.gymnax_env.step_env)(jax.random.fold_in(jax.random.PRNGKey(3), 19), physics, jnp.int32(1),
-                                        env.params_for(jax.tree.map(lambda x: x[18], balanced.task)))
+    reference = jax.jit(env.gymnax_env.step_env)(
+        jax.random.fold_in(jax.random.PRNGKey(3), 19),
+        physics,
+        jnp.int32(1),
+        env.params_for(jax.tree.map(lambda x: x[18], balanced.task)),
+    )
     np.testing.assert_array_equal(balanced.obs[19], np.asarray(reference[0]))
 
 
@@ -222,11 +227,22 @@ def test_unknown_gymnax_env_suggests_the_nearest():
 @pytest.mark.learning
 def test_ppo_learns_gymnax_cartpole_and_a_task_change_does_not_recompile():
     env = make_env("gymnax/CartPole-v1")
-    agent = PPO(PPOConfig(num_envs=8, unroll_length=64, num_minibatches=2, update_epochs=4, hidden_sizes=(32, 32),
-                          lr=Schedule(kind="constant", peak=3e-3), ent_coef=0.0),
-                env.observation_space, env.action_space)
-    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=100_000, timesteps_per_iteration=8 * 64 * 8, num_seeds=2,
-                                            eval_episodes=4))
+    agent = PPO(
+        PPOConfig(
+            num_envs=8,
+            unroll_length=64,
+            num_minibatches=2,
+            update_epochs=4,
+            hidden_sizes=(32, 32),
+            lr=Schedule(kind="constant", peak=3e-3),
+            ent_coef=0.0,
+        ),
+        env.observation_space,
+        env.action_space,
+    )
+    loop = TrainLoop(
+        env, agent, LoopConfig(total_timesteps=100_000, timesteps_per_iteration=8 * 64 * 8, num_seeds=2, eval_episodes=4)
+    )
     state = loop.init(seed=0)
     returns = []
     for _ in range(5):
@@ -251,13 +267,21 @@ def test_ppo_trains_gymnax_cartpole_through_tune(ray_session, tmp_path):
 
     config = {
         "env": {"name": "gymnax/CartPole-v1", "task": {"length": 0.6}},
-        "agent": {"num_envs": 8, "unroll_length": 64, "num_minibatches": 2, "update_epochs": 4,
-                  "hidden_sizes": [32, 32], "lr": 3e-3, "ent_coef": 0.0},
-        "train": {"total_timesteps": 100_000, "timesteps_per_iteration": 8 * 64 * 8, "num_seeds": 2,
-                  "eval_episodes": 4},
+        "agent": {
+            "num_envs": 8,
+            "unroll_length": 64,
+            "num_minibatches": 2,
+            "update_epochs": 4,
+            "hidden_sizes": [32, 32],
+            "lr": 3e-3,
+            "ent_coef": 0.0,
+        },
+        "train": {"total_timesteps": 100_000, "timesteps_per_iteration": 8 * 64 * 8, "num_seeds": 2, "eval_episodes": 4},
     }
     results = tune.Tuner(
-        AjaxTrainable, param_space=config, tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
+        AjaxTrainable,
+        param_space=config,
+        tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="gymnax", stop={"training_iteration": 5}, verbose=0),
     ).fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]

@@ -116,9 +116,9 @@ def _knife_edge_cartpole(next_state):
 
 
 def _check_cartpole_parity(gym_env, states, actions, task):
-    obs, reward, terminated, physics = map(np.asarray, CARTPOLE_STEP(
-        jnp.asarray(states), jnp.asarray(actions, jnp.int32), _keys(len(states)), task_to_jax(task)
-    ))
+    obs, reward, terminated, physics = map(
+        np.asarray, CARTPOLE_STEP(jnp.asarray(states), jnp.asarray(actions, jnp.int32), _keys(len(states)), task_to_jax(task))
+    )
     g_obs, g_reward, g_terminated, g_next = _gym_steps(gym_env, states, [int(a) for a in actions])
     assert obs.dtype == np.float32 and physics.dtype == np.float32
     np.testing.assert_array_equal(obs, physics)
@@ -147,10 +147,13 @@ def _set_gym_cartpole_task(env, task):
     u.polemass_length = u.masspole * u.length
 
 
-@pytest.mark.parametrize("task", [
-    {"pole_length": 0.25, "force_mag": 20.0, "gravity": 12.0},
-    {"pole_length": 1.5, "force_mag": 3.0, "gravity": 5.0},
-])
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"pole_length": 0.25, "force_mag": 20.0, "gravity": 12.0},
+        {"pole_length": 1.5, "force_mag": 3.0, "gravity": 5.0},
+    ],
+)
 def test_cartpole_one_step_parity_on_other_tasks(task):
     """Each task field means the same as the gymnasium attribute it stands for."""
     task = CARTPOLE.validate_task(task)
@@ -168,6 +171,7 @@ def test_cartpole_terminates_exactly_on_the_limits_like_gymnasium(gym_cartpole):
     A state sitting still on a limit keeps its float32 value through a step, so here the two
     must agree exactly, with nothing excluded.
     """
+
     def around(limit):
         f = np.float32(limit)
         return [np.nextafter(f, np.float32(0)), f, np.nextafter(f, np.float32(np.inf))]
@@ -181,9 +185,9 @@ def test_cartpole_terminates_exactly_on_the_limits_like_gymnasium(gym_cartpole):
             states.append([0.0, rng.uniform(-1, 1), sign * theta, 0.0])
     states = np.array(states, np.float32)
     actions = np.arange(len(states)) % 2
-    _, _, terminated, _ = map(np.asarray, CARTPOLE_STEP(
-        jnp.asarray(states), jnp.asarray(actions, jnp.int32), _keys(len(states)), DEFAULT_CARTPOLE_TASK
-    ))
+    _, _, terminated, _ = map(
+        np.asarray, CARTPOLE_STEP(jnp.asarray(states), jnp.asarray(actions, jnp.int32), _keys(len(states)), DEFAULT_CARTPOLE_TASK)
+    )
     _, _, g_terminated, _ = _gym_steps(gym_cartpole, states, [int(a) for a in actions])
     np.testing.assert_array_equal(terminated, g_terminated)
     assert 0 < g_terminated.sum() < len(states)
@@ -193,17 +197,19 @@ def test_pendulum_one_step_parity(gym_pendulum):
     rng = np.random.default_rng(3)
     n = 500
     th = np.concatenate([rng.uniform(-2 * np.pi, 2 * np.pi, 300), rng.uniform(-20, 20, 200)])
-    thdot = np.concatenate([
-        rng.uniform(-8, 8, 300),
-        rng.uniform(-30, 30, 100),  # beyond the speed limit
-        rng.choice([-8.0, 8.0], 100) + rng.uniform(-0.2, 0.2, 100),  # at the speed limit
-    ])
+    thdot = np.concatenate(
+        [
+            rng.uniform(-8, 8, 300),
+            rng.uniform(-30, 30, 100),  # beyond the speed limit
+            rng.choice([-8.0, 8.0], 100) + rng.uniform(-0.2, 0.2, 100),  # at the speed limit
+        ]
+    )
     states = np.stack([th, thdot], axis=1).astype(np.float32)
     actions = rng.uniform(-3, 3, (n, 1)).astype(np.float32)  # beyond max_torque too
     actions[:50] = rng.choice([-2.0, 2.0], (50, 1))
-    obs, reward, terminated, _ = map(np.asarray, PENDULUM_STEP(
-        jnp.asarray(states), jnp.asarray(actions), _keys(n), DEFAULT_PENDULUM_TASK
-    ))
+    obs, reward, terminated, _ = map(
+        np.asarray, PENDULUM_STEP(jnp.asarray(states), jnp.asarray(actions), _keys(n), DEFAULT_PENDULUM_TASK)
+    )
     g_obs, g_reward, g_terminated, _ = _gym_steps(gym_pendulum, states, actions)
     assert obs.dtype == np.float32 and reward.dtype == np.float32
     np.testing.assert_allclose(obs, g_obs, rtol=1e-5, atol=1e-5)
@@ -212,10 +218,13 @@ def test_pendulum_one_step_parity(gym_pendulum):
     assert np.any(np.abs(g_obs[:, 2]) == 8.0)  # the speed clip was exercised
 
 
-@pytest.mark.parametrize("task", [
-    {"max_torque": 0.7, "gravity": 12.0, "mass": 2.0, "length": 0.5},
-    {"max_torque": 1.5, "gravity": 4.0, "mass": 0.3, "length": 2.5},
-])
+@pytest.mark.parametrize(
+    "task",
+    [
+        {"max_torque": 0.7, "gravity": 12.0, "mass": 2.0, "length": 0.5},
+        {"max_torque": 1.5, "gravity": 4.0, "mass": 0.3, "length": 2.5},
+    ],
+)
 def test_pendulum_one_step_parity_on_other_tasks(task):
     task = PENDULUM.validate_task(task)
     env = gymnasium.make("Pendulum-v1", g=float(task["gravity"]))
@@ -225,9 +234,7 @@ def test_pendulum_one_step_parity_on_other_tasks(task):
     n = 150
     states = np.stack([rng.uniform(-np.pi, np.pi, n), rng.uniform(-8, 8, n)], axis=1).astype(np.float32)
     actions = rng.uniform(-2, 2, (n, 1)).astype(np.float32)
-    obs, reward, _, _ = map(np.asarray, PENDULUM_STEP(
-        jnp.asarray(states), jnp.asarray(actions), _keys(n), task_to_jax(task)
-    ))
+    obs, reward, _, _ = map(np.asarray, PENDULUM_STEP(jnp.asarray(states), jnp.asarray(actions), _keys(n), task_to_jax(task)))
     g_obs, g_reward, _, _ = _gym_steps(env, states, actions)
     np.testing.assert_allclose(obs, g_obs, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(reward, g_reward, rtol=1e-5, atol=1e-5)
@@ -320,9 +327,10 @@ def test_cartpole_truncates_at_500_like_gymnasium():
     assert (reward[500:] == 0).all() and (obs[500:] == obs[499]).all()
     np.testing.assert_allclose(obs[:80], np.stack(g_obs[:80]), atol=1e-4)
 
-    replay_obs, replay_reward, replay_term, _ = map(np.asarray, CARTPOLE_STEP(
-        jnp.asarray(np.stack(g_states)), jnp.asarray(g_actions, jnp.int32), _keys(500), DEFAULT_CARTPOLE_TASK
-    ))
+    replay_obs, replay_reward, replay_term, _ = map(
+        np.asarray,
+        CARTPOLE_STEP(jnp.asarray(np.stack(g_states)), jnp.asarray(g_actions, jnp.int32), _keys(500), DEFAULT_CARTPOLE_TASK),
+    )
     np.testing.assert_allclose(replay_obs, np.stack(g_obs), rtol=1e-5, atol=1e-5)
     assert (replay_reward == 1.0).all() and not replay_term.any()
 
@@ -402,9 +410,10 @@ def test_pendulum_whole_trajectory_matches_and_truncates_at_200(seed):
     assert episode.post_done[200:].all() and (reward[200:] == 0).all()
     np.testing.assert_allclose(episode.ret[199], np.sum(g_reward), rtol=1e-5)
 
-    replay_obs, replay_reward, _, _ = map(np.asarray, PENDULUM_STEP(
-        jnp.asarray(np.stack(g_states)), jnp.asarray(np.stack(g_actions)), _keys(200), DEFAULT_PENDULUM_TASK
-    ))
+    replay_obs, replay_reward, _, _ = map(
+        np.asarray,
+        PENDULUM_STEP(jnp.asarray(np.stack(g_states)), jnp.asarray(np.stack(g_actions)), _keys(200), DEFAULT_PENDULUM_TASK),
+    )
     np.testing.assert_allclose(replay_obs, np.stack(g_obs), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(replay_reward, np.array(g_reward), rtol=1e-5, atol=1e-5)
 

@@ -21,14 +21,13 @@ def ray_address(ray_session):
 
 def run_example(name, tmp_path, address, *extra):
     env = dict(os.environ, JAX_PLATFORMS="cpu")  # AJAX_TUNE_COMPILATION_CACHE is inherited
-    command = [sys.executable, str(EXAMPLES / name), "--smoke", "--storage-path", str(tmp_path), "--address", address,
-               *extra]
+    command = [sys.executable, str(EXAMPLES / name), "--smoke", "--storage-path", str(tmp_path), "--address", address, *extra]
     proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"{name} exited with {proc.returncode}:\n{output[-6000:]}"
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert len(lines) == 1, f"{name} printed {len(lines)} RESULT lines:\n{output[-6000:]}"
-    return json.loads(lines[0][len("RESULT "):])
+    return json.loads(lines[0][len("RESULT ") :])
 
 
 def test_tune_search(tmp_path, ray_address):
@@ -102,4 +101,3 @@ def test_task_samplers(tmp_path, ray_address):
     assert "sampler/entropy" in samplers["plr"]["sampler_metrics"]
     assert "sampler/progress_mean" in samplers["learning_progress"]["sampler_metrics"]
     assert "task_distribution.png" in result["plots"]
-

@@ -13,8 +13,7 @@ from ajax_tune.errors import ConfigError
 from ajax_tune.experiment import Experiment
 from ajax_tune.tune_choices import CHOICES, TuneChoice, build_scheduler, build_searcher
 
-TRIAL = {"env": {"name": "corridor"}, "agent": {"num_envs": 8, "unroll_length": 16},
-         "train": {"timesteps_per_iteration": 128}}
+TRIAL = {"env": {"name": "corridor"}, "agent": {"num_envs": 8, "unroll_length": 16}, "train": {"timesteps_per_iteration": 128}}
 
 
 def experiment(**tune_section):
@@ -24,16 +23,27 @@ def experiment(**tune_section):
 class Recorder:
     """A stand-in search algorithm that keeps what it was given."""
 
-    def __init__(self, metric=None, mode=None, points_to_evaluate=None, random_state=None, max_concurrent=0,
-                 mutations=None, patience=3):
-        self.kwargs = dict(points_to_evaluate=points_to_evaluate, random_state=random_state,
-                           max_concurrent=max_concurrent, mutations=mutations, patience=patience)
+    def __init__(
+        self, metric=None, mode=None, points_to_evaluate=None, random_state=None, max_concurrent=0, mutations=None, patience=3
+    ):
+        self.kwargs = dict(
+            points_to_evaluate=points_to_evaluate,
+            random_state=random_state,
+            max_concurrent=max_concurrent,
+            mutations=mutations,
+            patience=patience,
+        )
 
 
 @pytest.fixture
 def recorder(monkeypatch):
-    choice = TuneChoice("tests.test_experiment:Recorder", seed="random_state", concurrency="max_concurrent",
-                        defaults={"patience": 5}, spaces=("mutations",))
+    choice = TuneChoice(
+        "tests.test_experiment:Recorder",
+        seed="random_state",
+        concurrency="max_concurrent",
+        defaults={"patience": 5},
+        spaces=("mutations",),
+    )
     monkeypatch.setitem(CHOICES["search"], "recorder", choice)
 
 
@@ -52,19 +62,24 @@ def test_how_settings_reach_a_search_algorithm():
     assert isinstance(spaced.kwargs["mutations"]["agent"]["lr"], tune.search.sample.Float)
 
 
-@pytest.mark.parametrize("search, message", [
-    ({"name": "recorder", "patiense": 1}, "unknown option 'patiense'; did you mean 'patience'?"),
-    ({"name": "recorder", "kwargs": {"sede": 1}}, "unknown option 'sede'; did you mean 'seed'?"),
-    ({"name": "recorder", "metric": "x"}, "'metric' is not an option here; it is set by tune.metric"),
-    ({"name": "recorder", "max_concurrent": 2}, "it is set by tune.max_concurrent_trials"),
-    ({"name": "recorder", "seed": 1, "random_state": 2}, "give the seed once"),
-    ({"name": "recorder", "patience": 1, "kwargs": {"seed": 1}}, "inline or under kwargs, not both"),
-    ({"name": "recorder", "kwargs": [1]}, "tune.search.kwargs must be a mapping"),
-    ({"name": "optuan"}, "tune.search.name must be one of ['random', 'optuna', 'hyperopt', 'recorder'], "
-                         "got 'optuan'; did you mean 'optuna'?"),
-    ("bayes", "tune.search must be one of"),
-    (3, "tune.search must be a name or a mapping"),
-])
+@pytest.mark.parametrize(
+    "search, message",
+    [
+        ({"name": "recorder", "patiense": 1}, "unknown option 'patiense'; did you mean 'patience'?"),
+        ({"name": "recorder", "kwargs": {"sede": 1}}, "unknown option 'sede'; did you mean 'seed'?"),
+        ({"name": "recorder", "metric": "x"}, "'metric' is not an option here; it is set by tune.metric"),
+        ({"name": "recorder", "max_concurrent": 2}, "it is set by tune.max_concurrent_trials"),
+        ({"name": "recorder", "seed": 1, "random_state": 2}, "give the seed once"),
+        ({"name": "recorder", "patience": 1, "kwargs": {"seed": 1}}, "inline or under kwargs, not both"),
+        ({"name": "recorder", "kwargs": [1]}, "tune.search.kwargs must be a mapping"),
+        (
+            {"name": "optuan"},
+            "tune.search.name must be one of ['random', 'optuna', 'hyperopt', 'recorder'], got 'optuan'; did you mean 'optuna'?",
+        ),
+        ("bayes", "tune.search must be one of"),
+        (3, "tune.search must be a name or a mapping"),
+    ],
+)
 @pytest.mark.usefixtures("recorder")
 def test_bad_search_options_are_refused_by_name(search, message):
     with pytest.raises(ConfigError) as error:
@@ -78,8 +93,13 @@ def test_schedulers_with_options():
         assert isinstance(build_scheduler(experiment(scheduler=form).tune), ASHAScheduler)
     assert build_scheduler(experiment(scheduler="none").tune) is None
     assert build_scheduler(experiment().tune) is None
-    pbt = experiment(scheduler={"name": "pbt", "perturbation_interval": 2,
-                                "hyperparam_mutations": {"agent": {"ent_coef": {"uniform": [0.0, 0.1]}}}})
+    pbt = experiment(
+        scheduler={
+            "name": "pbt",
+            "perturbation_interval": 2,
+            "hyperparam_mutations": {"agent": {"ent_coef": {"uniform": [0.0, 0.1]}}},
+        }
+    )
     assert isinstance(build_scheduler(pbt.tune), PopulationBasedTraining)
     # Ray's own create_scheduler drops an unknown keyword silently; here it is an error
     message = r"scheduler \(asha\): unknown option 'grace_perod'; did you mean 'grace_period'"
@@ -117,8 +137,9 @@ def test_random_search_is_seeded_and_limited():
     def drawn(**tune_section):
         searcher = build_searcher(experiment(**tune_section).tune)
         assert isinstance(searcher, BasicVariantGenerator)
-        searcher.add_configurations({"e": {"run": "ajax_tune_noop", "num_samples": 3,
-                                           "config": {"lr": tune.loguniform(1e-4, 1e-2)}}})
+        searcher.add_configurations(
+            {"e": {"run": "ajax_tune_noop", "num_samples": 3, "config": {"lr": tune.loguniform(1e-4, 1e-2)}}}
+        )
         trials = iter(searcher.next_trial, None)
         return [trial.config["lr"] for trial in trials]
 
@@ -149,9 +170,15 @@ def test_existing_forms_still_load():
 def test_one_walk_over_a_search_space():
     from ajax_tune.spaces import Domain, domains, has_grid, parse_spaces, sample, to_tune
 
-    written = {"agent": {"lr": {"loguniform": [1e-4, 1e-2]}, "hidden_sizes": {"choice": [[32], [64, 64]]},
-                         "schedule": {"kind": "linear", "peak": {"grid": [1e-3, 3e-3]}}},
-               "callbacks": [{"kwargs": {"patience": {"randint": [1, 4]}}}], "train": {"num_seeds": 2}}
+    written = {
+        "agent": {
+            "lr": {"loguniform": [1e-4, 1e-2]},
+            "hidden_sizes": {"choice": [[32], [64, 64]]},
+            "schedule": {"kind": "linear", "peak": {"grid": [1e-3, 3e-3]}},
+        },
+        "callbacks": [{"kwargs": {"patience": {"randint": [1, 4]}}}],
+        "train": {"num_seeds": 2},
+    }
     space = parse_spaces(written)
     assert space["agent"]["lr"] == Domain("loguniform", (1e-4, 1e-2)) and space["train"] == {"num_seeds": 2}
     assert [d.kind for d in domains(space)] == ["loguniform", "choice", "grid", "randint"] and has_grid(space)
@@ -162,7 +189,8 @@ def test_one_walk_over_a_search_space():
     assert space["agent"]["hidden_sizes"].args[0] == [32]
     tuned = to_tune(space)
     assert isinstance(tuned["agent"]["lr"], tune.search.sample.Float) and tuned["agent"]["schedule"]["peak"] == {
-        "grid_search": [1e-3, 3e-3]}
+        "grid_search": [1e-3, 3e-3]
+    }
     assert not has_grid(parse_spaces({"a": {"choice": [1, 2]}}))
     with pytest.raises(ConfigError, match=r"trial.callbacks\[0\].kwargs.patience: \{randint: \[low, high\]\} needs low < high"):
         parse_spaces({"callbacks": [{"kwargs": {"patience": {"randint": [4, 1]}}}]})

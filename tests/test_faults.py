@@ -30,8 +30,13 @@ BUDGET = 512  # env steps per seed per train() of corridor_config
 def experiment_yaml(tmp_path, name, **sections):
     trial = corridor_config()
     trial.update(sections.pop("trial", {}))
-    raw = {"name": name, "trial": trial, "stop": {"training_iteration": 4},
-           "checkpoint": {"frequency": 1, "at_end": True}, **sections}
+    raw = {
+        "name": name,
+        "trial": trial,
+        "stop": {"training_iteration": 4},
+        "checkpoint": {"frequency": 1, "at_end": True},
+        **sections,
+    }
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return str(path)
@@ -77,8 +82,10 @@ def test_partial_checkpoints_are_skipped(tmp_path, capsys):
     assert main(["evaluate", str(newest), "--episodes", "1", "--json"]) == 0
     out = capsys.readouterr()
     assert json.loads(out.out)["episodes"] == 1
-    assert out.err.strip() == f"note: checkpoint_000002 is incomplete (state/{victim.relative_to(newest / 'state')} " \
-                              f"is missing); using checkpoint_000000, the newest complete one before it"
+    assert (
+        out.err.strip() == f"note: checkpoint_000002 is incomplete (state/{victim.relative_to(newest / 'state')} "
+        f"is missing); using checkpoint_000000, the newest complete one before it"
+    )
 
 
 # -- a failing curriculum -----------------------------------------------------------------------
@@ -90,8 +97,9 @@ def test_failing_curriculum_names_the_function_and_the_iteration():
     with pytest.raises(CurriculumError) as failure:
         runner.train()
     message = str(failure.value)
-    assert ("env_task_fn tests.support.fault_callbacks:raise_at_iteration_two raised ValueError: curriculum failed on "
-            "purpose") in message
+    assert (
+        "env_task_fn tests.support.fault_callbacks:raise_at_iteration_two raised ValueError: curriculum failed on purpose"
+    ) in message
     assert f"after iteration 2 (trained to env_steps {2 * BUDGET};" in message and "not reported" in message
     assert failure.value.result["env_steps"] == 2 * BUDGET  # the trained iteration's result, not lost
     assert runner.iteration == 2 and runner.loop.timestep(runner.state) == 2 * BUDGET
@@ -99,16 +107,22 @@ def test_failing_curriculum_names_the_function_and_the_iteration():
     from tests.support.curricula import bad_task_fn
 
     runner.curriculum.env_task_fn = bad_task_fn  # returns a corridor of 1000 cells
-    with pytest.raises(TaskError, match=r"env_task_fn tests.support.curricula:bad_task_fn returned a task that does not fit "
-                                        r"after iteration 3 .*length.*\[1, 32\]"):
+    with pytest.raises(
+        TaskError,
+        match=r"env_task_fn tests.support.curricula:bad_task_fn returned a task that does not fit "
+        r"after iteration 3 .*length.*\[1, 32\]",
+    ):
         runner.train()
     assert runner.get_task()["length"] == 4  # the task stays as it was
 
     from tests.support.fault_callbacks import RaiseOnTrainResult
 
     runner.curriculum.env_task_fn, runner.curriculum.callbacks = None, [RaiseOnTrainResult()]
-    with pytest.raises(CurriculumError, match=r"callbacks\[0\] \(RaiseOnTrainResult\) raised RuntimeError: "
-                                              r"callback failed on purpose after iteration 4"):
+    with pytest.raises(
+        CurriculumError,
+        match=r"callbacks\[0\] \(RaiseOnTrainResult\) raised RuntimeError: "
+        r"callback failed on purpose after iteration 4",
+    ):
         runner.train()
 
 
@@ -120,29 +134,45 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
     hold = tmp_path / "hold"
     hold.write_text("")
     config = experiment_yaml(
-        tmp_path, "killed", stop={"training_iteration": 5},
-        trial={"agent": {**corridor_config()["agent"], "lr": {"grid": [1e-3, 3e-3]}},
-               "callbacks": [{"class": "tests.support.fault_callbacks:HoldAfter",
-                              "kwargs": {"marker": str(hold), "iteration": 2}}],
-               # both trials must be live at once (one is held), in a Ray of one CPU beside the session's
-               "resources": {"cpu": 0.5}})
+        tmp_path,
+        "killed",
+        stop={"training_iteration": 5},
+        trial={
+            "agent": {**corridor_config()["agent"], "lr": {"grid": [1e-3, 3e-3]}},
+            "callbacks": [{"class": "tests.support.fault_callbacks:HoldAfter", "kwargs": {"marker": str(hold), "iteration": 2}}],
+            # both trials must be live at once (one is held), in a Ray of one CPU beside the session's
+            "resources": {"cpu": 0.5},
+        },
+    )
     storage = tmp_path / "results"
     experiment = storage / "killed"
     # Tune's experiment snapshot is taken at the start and then only every hour: the driver dies
     # with the snapshot knowing no checkpoint, the case that used to restart trials from scratch.
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]),
-           "JAX_PLATFORMS": "cpu", "TUNE_GLOBAL_CHECKPOINT_S": "3600"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS.parent), os.environ.get("PYTHONPATH", "")]),
+        "JAX_PLATFORMS": "cpu",
+        "TUNE_GLOBAL_CHECKPOINT_S": "3600",
+    }
     exe = pathlib.Path(sys.executable).parent / "ajax-tune"
     log = tmp_path / "driver.log"
-    driver = subprocess.Popen([exe, "run", config, "--storage-path", str(storage), "--no-plots", "--num-cpus", "1"],
-                              env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
+    driver = subprocess.Popen(
+        [exe, "run", config, "--storage-path", str(storage), "--no-plots", "--num-cpus", "1"],
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     descendants = []
     try:
+
         def two_checkpoints_each():
             assert driver.poll() is None, log.read_text()[-3000:]
             trials = list(experiment.glob("AjaxTrainable_*"))
-            return len(trials) == 2 and all(len(checkpoint.sorted_checkpoints(t)) == 2 and
-                                            checkpoint.find_complete(t)[0].name == "checkpoint_000001" for t in trials)
+            return len(trials) == 2 and all(
+                len(checkpoint.sorted_checkpoints(t)) == 2 and checkpoint.find_complete(t)[0].name == "checkpoint_000001"
+                for t in trials
+            )
 
         # (the whole test takes about 90 s on 2 busy cores); the rest of it (the kill, a resume of
         # 3 iterations) must fit in pytest's 600 s too
@@ -158,8 +188,11 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
         driver.wait()
 
         def all_gone():
-            return not [p for p, started in descendants if p.is_running() and p.create_time() == started
-                        and p.status() != psutil.STATUS_ZOMBIE]
+            return not [
+                p
+                for p, started in descendants
+                if p.is_running() and p.create_time() == started and p.status() != psutil.STATUS_ZOMBIE
+            ]
 
         wait_for(all_gone, 30, "the killed driver's Ray processes to go")  # Ray's own agents linger for a minute
     finally:
@@ -199,16 +232,22 @@ def test_killed_trial_finishes_exactly_and_the_best_checkpoint_survives(ray_sess
     marker = tmp_path / "killed"
     kill = [{"class": "tests.support.fault_callbacks:KillOnce", "kwargs": {"marker": str(marker), "at_iteration": 3}}]
     # The metric is env_steps to minimise: the best checkpoint is the first one, for certain.
-    config = experiment_yaml(tmp_path, "best", trial={"callbacks": {"grid": [kill, []]}},
-                             tune={"metric": "env_steps", "mode": "min"}, failure={"max_failures": 1},
-                             checkpoint={"frequency": 1, "at_end": True, "num_to_keep": 1})
+    config = experiment_yaml(
+        tmp_path,
+        "best",
+        trial={"callbacks": {"grid": [kill, []]}},
+        tune={"metric": "env_steps", "mode": "min"},
+        failure={"max_failures": 1},
+        checkpoint={"frequency": 1, "at_end": True, "num_to_keep": 1},
+    )
     assert main(["run", config, "--storage-path", str(tmp_path / "results"), "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert marker.exists()  # the trial was killed at iteration 3, and restored
 
     assert f"best env_steps {' ' * 10}{BUDGET} at training_iteration 1" in out
-    assert next(line.split()[-1] for line in out.splitlines()
-                if line.strip().startswith("checkpoint")).endswith("checkpoint_000000")
+    assert next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("checkpoint")).endswith(
+        "checkpoint_000000"
+    )
     trials = {}
     for trial in (tmp_path / "results" / "best").glob("AjaxTrainable_*"):
         params = json.loads((trial / "params.json").read_text())

@@ -15,8 +15,9 @@ GAMMA, LAM = 0.9, 0.8
 
 def run_gae(reward, value, next_value, terminated, truncated):
     as_col = lambda x, dt=jnp.float32: jnp.asarray(x, dt)[:, None]
-    adv, target = gae(as_col(reward), as_col(value), as_col(next_value),
-                      as_col(terminated, bool), as_col(truncated, bool), GAMMA, LAM)
+    adv, target = gae(
+        as_col(reward), as_col(value), as_col(next_value), as_col(terminated, bool), as_col(truncated, bool), GAMMA, LAM
+    )
     return np.asarray(adv)[:, 0], np.asarray(target)[:, 0]
 
 
@@ -61,8 +62,14 @@ def test_loss_ignores_masked_transitions():
         "target": jnp.array([1.0, 0.0, 0.5]),
         "mask": jnp.ones(3),
     }
-    garbage = {"obs": jnp.array([[9.0, -9.0]]), "action": jnp.array([1]), "log_prob": jnp.array([-5.0]),
-               "advantage": jnp.array([100.0]), "target": jnp.array([-30.0]), "mask": jnp.zeros(1)}
+    garbage = {
+        "obs": jnp.array([[9.0, -9.0]]),
+        "action": jnp.array([1]),
+        "log_prob": jnp.array([-5.0]),
+        "advantage": jnp.array([100.0]),
+        "target": jnp.array([-30.0]),
+        "mask": jnp.zeros(1),
+    }
     padded = jax.tree.map(lambda a, b: jnp.concatenate([a, b]), real, garbage)
     key = jax.random.PRNGKey(0)
     loss_real, m_real = ppo_loss(params, real, hp, key, policy, value, dist)

@@ -76,7 +76,7 @@ def test_as_gymnasium_follows_the_functional_env(seed):
     state = genv.state
     np.testing.assert_array_equal(obs, np.asarray(state.obs))
     actions = np.random.default_rng(seed).integers(0, 2, 600)
-    actions[: 300] = -1  # balance first, then push randomly until the pole falls
+    actions[:300] = -1  # balance first, then push randomly until the pole falls
     key = jax.random.key(0)
     for t in range(600):
         action = balance(obs) if actions[t] < 0 else int(actions[t])

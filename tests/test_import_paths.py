@@ -28,20 +28,32 @@ def test_runner_trains_an_env_and_agent_named_by_import_path():
     assert Config.from_dict(text).static_settings() == runner.config.static_settings()
 
 
-@pytest.mark.parametrize("section, message", [
-    ({"env": {"name": "tests.support.custom_parts:short_corridr"}},
-     "env.name: 'tests.support.custom_parts' has no attribute 'short_corridr'; did you mean 'short_corridor'?"),
-    ({"env": {"name": "no_such_module:f"}}, "env.name: cannot import module 'no_such_module'"),
-    ({"env": {"name": "tests.support.custom_parts:not_an_env", "kwargs": {}}}, "must return an ajax_tune.envs.Env, got object"),
-    ({"env": {"name": "tests.support.custom_parts:NOT_CALLABLE", "kwargs": {}}}, "must name a callable that returns an Env"),
-    ({"env": {"name": "cartpol"}}, "unknown env 'cartpol'; did you mean 'cartpole'?"),
-    ({"agent": {"name": "tests.support.custom_parts:NoConfig"}},
-     "must name an agent class whose `Config` attribute is its config"),
-    ({"agent": {"name": "tests.support.custom_parts:MyPP0"}},
-     "agent.name: 'tests.support.custom_parts' has no attribute 'MyPP0'; did you mean 'MyPPO'?"),
-    ({"agent": {"name": "ppp"}}, "or a 'module:Class' import path, got 'ppp'; did you mean 'ppo'?"),
-    ({"agent": {"name": "tests.support.custom_parts:MyPPO", "ent_coeff": 0.1}}, "did you mean agent.'ent_coef'"),
-])
+@pytest.mark.parametrize(
+    "section, message",
+    [
+        (
+            {"env": {"name": "tests.support.custom_parts:short_corridr"}},
+            "env.name: 'tests.support.custom_parts' has no attribute 'short_corridr'; did you mean 'short_corridor'?",
+        ),
+        ({"env": {"name": "no_such_module:f"}}, "env.name: cannot import module 'no_such_module'"),
+        (
+            {"env": {"name": "tests.support.custom_parts:not_an_env", "kwargs": {}}},
+            "must return an ajax_tune.envs.Env, got object",
+        ),
+        ({"env": {"name": "tests.support.custom_parts:NOT_CALLABLE", "kwargs": {}}}, "must name a callable that returns an Env"),
+        ({"env": {"name": "cartpol"}}, "unknown env 'cartpol'; did you mean 'cartpole'?"),
+        (
+            {"agent": {"name": "tests.support.custom_parts:NoConfig"}},
+            "must name an agent class whose `Config` attribute is its config",
+        ),
+        (
+            {"agent": {"name": "tests.support.custom_parts:MyPP0"}},
+            "agent.name: 'tests.support.custom_parts' has no attribute 'MyPP0'; did you mean 'MyPPO'?",
+        ),
+        ({"agent": {"name": "ppp"}}, "or a 'module:Class' import path, got 'ppp'; did you mean 'ppo'?"),
+        ({"agent": {"name": "tests.support.custom_parts:MyPPO", "ent_coeff": 0.1}}, "did you mean agent.'ent_coef'"),
+    ],
+)
 def test_bad_import_paths_fail_before_compiling(section, message):
     with pytest.raises(ConfigError) as info:
         Runner.check(corridor_config(**section))
@@ -64,8 +76,9 @@ def test_one_registry_for_names_prefixes_and_import_paths():
 
     made = []
     entries = {"ordered": "collections:OrderedDict", "plain": dict}
-    registry = Registry("thing.name", entries, imports="module:Class",
-                        prefixes={"made/<name>": lambda rest: made.append(rest) or rest.upper()})
+    registry = Registry(
+        "thing.name", entries, imports="module:Class", prefixes={"made/<name>": lambda rest: made.append(rest) or rest.upper()}
+    )
     assert registry.resolve("ordered") is collections.OrderedDict and registry.resolve("plain") is dict
     assert registry.resolve("made/abc") == "ABC" and made == ["abc"]
     assert registry.resolve("collections:Counter") is collections.Counter
@@ -74,8 +87,10 @@ def test_one_registry_for_names_prefixes_and_import_paths():
     assert registry.resolve("later") is list and "later" in registry and "made/x" in registry
     with pytest.raises(UnknownName) as error:
         registry.resolve("plian")
-    assert str(error.value) == ("thing.name must be one of ['ordered', 'plain', 'later', 'made/<name>'] or a "
-                                "'module:Class' import path, got 'plian'; did you mean 'plain'?")
+    assert str(error.value) == (
+        "thing.name must be one of ['ordered', 'plain', 'later', 'made/<name>'] or a "
+        "'module:Class' import path, got 'plian'; did you mean 'plain'?"
+    )
     assert isinstance(error.value, ConfigError) and isinstance(error.value, KeyError)
     with pytest.raises(ConfigError, match="thing.name: 'collections' has no attribute 'Countr'; did you mean 'Counter'"):
         registry.resolve("collections:Countr")

@@ -56,8 +56,7 @@ def test_checking_a_config_starts_no_jax_backend():
     fixes platform and memory settings before a trial can choose them. Each agent's constructor
     describes its state by shapes, never by arrays."""
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    out = subprocess.run([sys.executable, "-c", CHECK_PROBE], env=env, capture_output=True, text=True, timeout=300,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", CHECK_PROBE], env=env, capture_output=True, text=True, timeout=300, check=True)
     started = json.loads(out.stdout.strip().splitlines()[-1])
     assert started == {"ppo": False, "dqn": False, "sac": False, "td3": False}
 
@@ -118,16 +117,31 @@ def test_no_module_imports_one_that_imports_it_back():
 
 
 def test_nothing_below_the_tune_layer_imports_ray():
-    tune_layer = {"ajax_tune.trainable", "ajax_tune.wandb_logging", "ajax_tune.experiment", "ajax_tune.cli",
-                  "ajax_tune.plotting", "ajax_tune.launch", "ajax_tune.recovery", "ajax_tune.reaper", "ajax_tune.compat",
-                  "ajax_tune.spaces", "ajax_tune.tune_choices"}
+    tune_layer = {
+        "ajax_tune.trainable",
+        "ajax_tune.wandb_logging",
+        "ajax_tune.experiment",
+        "ajax_tune.cli",
+        "ajax_tune.plotting",
+        "ajax_tune.launch",
+        "ajax_tune.recovery",
+        "ajax_tune.reaper",
+        "ajax_tune.compat",
+        "ajax_tune.spaces",
+        "ajax_tune.tune_choices",
+    }
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         name = _module_name(path)
         if name in tune_layer or name == "ajax_tune":
             continue
         for node in _runtime_nodes(ast.parse(path.read_text())):
-            modules = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                       else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             offenders += [f"{name} imports {m}" for m in modules if m == "ray" or m.startswith("ray.")]
     assert not offenders, "\n".join(offenders)

@@ -15,11 +15,21 @@ from tests.support.helpers import corridor_loop
 @pytest.mark.learning
 def test_ppo_solves_cartpole_within_500k_steps():
     env = make_env("cartpole")
-    agent = PPO(PPOConfig(num_envs=16, unroll_length=128, num_minibatches=4, update_epochs=4,
-                          lr=Schedule(kind="linear", peak=2.5e-3), ent_coef=0.0),
-                env.observation_space, env.action_space)
-    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=500_000, timesteps_per_iteration=16 * 128 * 12,
-                                            num_seeds=4, eval_episodes=8))
+    agent = PPO(
+        PPOConfig(
+            num_envs=16,
+            unroll_length=128,
+            num_minibatches=4,
+            update_epochs=4,
+            lr=Schedule(kind="linear", peak=2.5e-3),
+            ent_coef=0.0,
+        ),
+        env.observation_space,
+        env.action_space,
+    )
+    loop = TrainLoop(
+        env, agent, LoopConfig(total_timesteps=500_000, timesteps_per_iteration=16 * 128 * 12, num_seeds=4, eval_episodes=8)
+    )
     state = loop.init(seed=0)
     history = []
     while loop.timestep(state) < 500_000:

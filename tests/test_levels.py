@@ -48,13 +48,18 @@ def test_level_numbers_overflow_and_bad_levels(corridor):
     np.testing.assert_array_equal(strict.batch([0, 2, 1])["length"], [4, 16, 8])
 
 
-@pytest.mark.parametrize("levels, message", [
-    ({"length": [4, 8], "exit_reward": [0.1]},
-     "env.levels: every field needs the same number of values (one per level), got {'length': 2, 'exit_reward': 1}"),
-    ([], "env.levels must be a non-empty list of tasks"),
-    ([4, 8], "env.levels[0] must be a task"),
-    ({"length": 4}, "env.levels.length must be a non-empty list of values"),
-])
+@pytest.mark.parametrize(
+    "levels, message",
+    [
+        (
+            {"length": [4, 8], "exit_reward": [0.1]},
+            "env.levels: every field needs the same number of values (one per level), got {'length': 2, 'exit_reward': 1}",
+        ),
+        ([], "env.levels must be a non-empty list of tasks"),
+        ([4, 8], "env.levels[0] must be a task"),
+        ({"length": 4}, "env.levels.length must be a non-empty list of values"),
+    ],
+)
 def test_malformed_levels_are_config_errors(levels, message):
     with pytest.raises(ConfigError) as info:
         level_list(levels, "env.levels")

@@ -31,8 +31,9 @@ def concat_rows(outs):
 
 def assert_per_env_sums_add_up(outs, one_call):
     for name in ("episodes", "return_sum", "steps", "signal_count"):
-        np.testing.assert_allclose(sum(np.asarray(getattr(o.stats, name)) for o in outs),
-                                   getattr(one_call.stats, name), rtol=1e-6)
+        np.testing.assert_allclose(
+            sum(np.asarray(getattr(o.stats, name)) for o in outs), getattr(one_call.stats, name), rtol=1e-6
+        )
     np.testing.assert_array_equal(outs[-1].stats.task["length"], one_call.stats.task["length"])
 
 
@@ -112,11 +113,11 @@ def test_no_recompilation_when_task_and_hyperparameters_change(tmp_path):
     changes = [
         lambda s: s,
         lambda s: loop.set_task(s, {"length": 7}),
-        lambda s: loop.set_hparams(s, dataclasses.replace(loop.agent.config, ent_coef=0.1,
-                                                          lr=Schedule(kind="constant", peak=5e-4))),
+        lambda s: loop.set_hparams(
+            s, dataclasses.replace(loop.agent.config, ent_coef=0.1, lr=Schedule(kind="constant", peak=5e-4))
+        ),
         lambda s: loop.set_task(s, {"length": np.arange(1, 9)}, eval_task={"length": 9}),
-        lambda s: loop.set_hparams(s, dataclasses.replace(loop.agent.config, ent_coef=0.1,
-                                                          lr=Schedule(kind="step", peak=2e-3))),
+        lambda s: loop.set_hparams(s, dataclasses.replace(loop.agent.config, ent_coef=0.1, lr=Schedule(kind="step", peak=2e-3))),
     ]
     for change in changes:
         state = change(state)

@@ -44,12 +44,23 @@ class RecordingAgent:
     def _batch(self, obs, step):
         t, n = self.unroll_length, self.num_envs
         flag = jnp.zeros((t, n), jnp.bool_)
-        return {"obs": jnp.zeros((t, n, *obs)), "action": jnp.zeros((t, n), jnp.int32), "next_obs": jnp.zeros((t, n, *obs)),
-                "terminated": flag, "truncated": flag, "valid": flag, "step": jnp.zeros((t, n), jnp.int32)}
+        return {
+            "obs": jnp.zeros((t, n, *obs)),
+            "action": jnp.zeros((t, n), jnp.int32),
+            "next_obs": jnp.zeros((t, n, *obs)),
+            "terminated": flag,
+            "truncated": flag,
+            "valid": flag,
+            "step": jnp.zeros((t, n), jnp.int32),
+        }
 
     def init(self, key):
-        return {"last": self._batch((2,), None), "params": jnp.ones(3), "updates": jnp.zeros((), jnp.float32),
-                "scale": jnp.asarray(self.config.scale, jnp.float32)}
+        return {
+            "last": self._batch((2,), None),
+            "params": jnp.ones(3),
+            "updates": jnp.zeros((), jnp.float32),
+            "scale": jnp.asarray(self.config.scale, jnp.float32),
+        }
 
     def act(self, state, obs, key, deterministic=False):
         if deterministic:
@@ -57,9 +68,15 @@ class RecordingAgent:
         return jax.random.randint(key, (obs.shape[0],), 0, 2), {}
 
     def transition(self, obs, action, extras, next_state):
-        return {"obs": obs, "action": action, "next_obs": next_state.obs, "terminated": next_state.terminated,
-                "truncated": next_state.truncated, "valid": ~next_state.episode.post_done,
-                "step": next_state.episode.step}
+        return {
+            "obs": obs,
+            "action": action,
+            "next_obs": next_state.obs,
+            "terminated": next_state.terminated,
+            "truncated": next_state.truncated,
+            "valid": ~next_state.episode.post_done,
+            "step": next_state.episode.step,
+        }
 
     def update(self, state, batch, key, clock):
         params = state["params"] * state["scale"]
@@ -76,9 +93,17 @@ class RecordingAgent:
 
 def toy_loop(reset_mode="next_step", max_episode_steps=6, num_heldout=0, agent=None, **train):
     env = EpisodeWrapper(make_env("corridor", max_length=16, default_length=2), max_episode_steps=max_episode_steps)
-    config = LoopConfig(**{"total_timesteps": 10_000, "timesteps_per_iteration": 3 * NUM_ENVS * UNROLL,
-                           "eval_every": 3 * NUM_ENVS * UNROLL, "eval_episodes": 2, "num_seeds": 2,
-                           "reset_mode": reset_mode, **train})
+    config = LoopConfig(
+        **{
+            "total_timesteps": 10_000,
+            "timesteps_per_iteration": 3 * NUM_ENVS * UNROLL,
+            "eval_every": 3 * NUM_ENVS * UNROLL,
+            "eval_episodes": 2,
+            "num_seeds": 2,
+            "reset_mode": reset_mode,
+            **train,
+        }
+    )
     return TrainLoop(env, agent or RecordingAgent(), config, num_heldout=num_heldout)
 
 
@@ -123,7 +148,7 @@ def test_unroll_start_mode_freezes_finished_envs_and_counts_only_useful_steps():
     for env in range(NUM_ENVS):  # after its episode ended, an env only produced post-done steps
         end = np.flatnonzero(ended[:, env])
         if len(end):
-            assert not u["valid"][end[0] + 1:, env].any()
+            assert not u["valid"][end[0] + 1 :, env].any()
     assert out.rows["train/useful_steps"][0, -1] == u["valid"].sum()
     np.testing.assert_array_equal(out.stats.steps.sum(axis=1), np.asarray(state.useful_steps))
     assert int(state.useful_steps[0]) < loop.timestep(state)
@@ -219,5 +244,4 @@ def test_agent_that_needs_next_step_resets_is_refused_unroll_start():
     agent = RecordingAgent()
     agent.reset_modes = ("next_step",)
     with pytest.raises(Exception, match="reset_mode 'unroll_start' does not suit agent RecordingAgent"):
-        TrainLoop(make_env("corridor"), agent, LoopConfig(timesteps_per_iteration=NUM_ENVS * UNROLL,
-                                                          reset_mode="unroll_start"))
+        TrainLoop(make_env("corridor"), agent, LoopConfig(timesteps_per_iteration=NUM_ENVS * UNROLL, reset_mode="unroll_start"))

@@ -12,8 +12,9 @@ TRAIN = {"num_seeds": 4, "timesteps_per_iteration": 4096, "total_timesteps": 409
 
 
 def sac_loop(capacity):
-    return build_loop(Config.from_dict({"env": {"name": "pendulum"}, "agent": {"name": "sac", "capacity": capacity},
-                                        "train": TRAIN}))[1]
+    return build_loop(
+        Config.from_dict({"env": {"name": "pendulum"}, "agent": {"name": "sac", "capacity": capacity}, "train": TRAIN})
+    )[1]
 
 
 def test_a_huge_replay_buffer_is_refused_with_its_size():

@@ -34,9 +34,14 @@ PNG = b"\x89PNG\r\n\x1a\n"
 @pytest.fixture(scope="module")
 def experiment(ray_session, tmp_path_factory) -> pathlib.Path:
     space = corridor_config(length=4, lr=tune.grid_search([1e-3, 3e-3]), env_task_fn="tests.support.curricula:grow_corridor")
-    results = tune.Tuner(AjaxTrainable, param_space=space, tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
-                         run_config=tune.RunConfig(storage_path=str(tmp_path_factory.mktemp("plots")), name="grid",
-                                                   stop={"training_iteration": ITERATIONS}, verbose=0)).fit()
+    results = tune.Tuner(
+        AjaxTrainable,
+        param_space=space,
+        tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path_factory.mktemp("plots")), name="grid", stop={"training_iteration": ITERATIONS}, verbose=0
+        ),
+    ).fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]
     return pathlib.Path(results.experiment_path)
 
@@ -85,12 +90,16 @@ def pbt_like(tmp_path: pathlib.Path, level: bool = False) -> pathlib.Path:
     """Trial a exploits a donor twice: at env step 400 one at 200 (back), at 500 one at 600 (ahead)."""
     root = tmp_path / ("level" if level else "pbt")
     steps = [100, 200, 300, 400, 300, 400, 500, 700, 800]
-    a = {"env_steps": steps, "timesteps_this_iter": [100] * 9, "training_iteration": [s // 100 for s in steps],
-         "lr": [1e-3] * 4 + [3e-3] * 3 + [1e-2] * 2,
-         "eval/return_mean": [0.1, NAN, 0.3, NAN, 0.5, NAN, 0.7, 0.8, 0.9],
-         "eval/return_seed0": [0.0, NAN, 0.2, NAN, 0.4, NAN, 0.6, 0.8, 1.0],
-         "eval/return_seed1": [0.2, NAN, 0.4, NAN, 0.6, NAN, 0.8, 0.8, 0.8],
-         "curriculum/task/length": [4] * 9}
+    a = {
+        "env_steps": steps,
+        "timesteps_this_iter": [100] * 9,
+        "training_iteration": [s // 100 for s in steps],
+        "lr": [1e-3] * 4 + [3e-3] * 3 + [1e-2] * 2,
+        "eval/return_mean": [0.1, NAN, 0.3, NAN, 0.5, NAN, 0.7, 0.8, 0.9],
+        "eval/return_seed0": [0.0, NAN, 0.2, NAN, 0.4, NAN, 0.6, 0.8, 1.0],
+        "eval/return_seed1": [0.2, NAN, 0.4, NAN, 0.6, NAN, 0.8, 0.8, 0.8],
+        "curriculum/task/length": [4] * 9,
+    }
     b = {**{k: v[:3] for k, v in a.items()}, "lr": [1e-4] * 3}
     if level:
         a["curriculum/level"], b["curriculum/level"] = [0] * 9, [0, 0, 1]
@@ -136,11 +145,18 @@ def test_curves_start_at_env_step_zero_where_the_first_row_has_the_start_evaluat
     step 0, on the return and on every metric with a start counterpart; a segment that continued
     a restored checkpoint starts where it was restored."""
     root = tmp_path / "start"
-    rows = {"env_steps": [100, 200, 100, 200], "timesteps_this_iter": [100] * 4,
-            "eval/return_mean": [0.5, 0.7, 0.6, 0.8], "eval/return_seed0": [0.4, 0.6, 0.5, 0.7],
-            "eval/return_seed1": [0.6, 0.8, 0.7, 0.9], HELDOUT: [0.2, 0.4, 0.3, 0.5],
-            "eval/start/return_mean": [0.1, NAN, NAN, NAN], "eval/start/return_min": [0.0, NAN, NAN, NAN],
-            "eval/start/return_max": [0.2, NAN, NAN, NAN], "eval/start/heldout/success_rate_mean": [0.05, NAN, NAN, NAN]}
+    rows = {
+        "env_steps": [100, 200, 100, 200],
+        "timesteps_this_iter": [100] * 4,
+        "eval/return_mean": [0.5, 0.7, 0.6, 0.8],
+        "eval/return_seed0": [0.4, 0.6, 0.5, 0.7],
+        "eval/return_seed1": [0.6, 0.8, 0.7, 0.9],
+        HELDOUT: [0.2, 0.4, 0.3, 0.5],
+        "eval/start/return_mean": [0.1, NAN, NAN, NAN],
+        "eval/start/return_min": [0.0, NAN, NAN, NAN],
+        "eval/start/return_max": [0.2, NAN, NAN, NAN],
+        "eval/start/heldout/success_rate_mean": [0.05, NAN, NAN, NAN],
+    }
     write_trial(root, "t_a", rows, {"agent": {"lr": 1e-3}})
     write_trial(root, "t_b", {k: v[:2] for k, v in rows.items() if not k.startswith("eval/start/")}, {"agent": {"lr": 3e-3}})
     a, b = load_trials(root)
@@ -185,10 +201,18 @@ def test_task_distribution_figure_from_task_histograms(tmp_path):
     """A sampler's results carry tasks/<field>/bin<i> shares over [low, high]; plot draws them."""
     root = tmp_path / "sampled"
     shares = {f"tasks/length/bin{i}": [0.0] * 3 for i in range(11)}  # 11 bins: bin10 sorts after bin9
-    shares.update({"tasks/length/bin0": [1.0, 0.5, 0.0], "tasks/length/bin3": [0.0, 0.5, 0.25],
-                   "tasks/length/bin10": [0.0, 0.0, 0.75]})
-    rows = {"env_steps": [100, 200, 300], "timesteps_this_iter": [100] * 3, "eval/return_mean": [0.1, 0.2, 0.3],
-            "tasks/length/low": [3.5] * 3, "tasks/length/high": [14.5] * 3, "tasks/length/mean": [4.0, 5.5, 12.0], **shares}
+    shares.update(
+        {"tasks/length/bin0": [1.0, 0.5, 0.0], "tasks/length/bin3": [0.0, 0.5, 0.25], "tasks/length/bin10": [0.0, 0.0, 0.75]}
+    )
+    rows = {
+        "env_steps": [100, 200, 300],
+        "timesteps_this_iter": [100] * 3,
+        "eval/return_mean": [0.1, 0.2, 0.3],
+        "tasks/length/low": [3.5] * 3,
+        "tasks/length/high": [14.5] * 3,
+        "tasks/length/mean": [4.0, 5.5, 12.0],
+        **shares,
+    }
     write_trial(root, "t_s", rows, {"task_sampler": {"name": "plr"}})
     (trial,) = load_trials(root)
     x, y, z = task_distribution(trial.segments[0], "length")
@@ -213,9 +237,17 @@ def sampler_results(tmp_path: pathlib.Path) -> tuple[pathlib.Path, dict]:
     for i, sampler in enumerate(config["trial"]["task_sampler"]["grid"]):
         trial = {**config["trial"], "task_sampler": sampler}
         success[sampler["name"]] = [0.1 * (i + 1), 0.2 * (i + 1), 0.3 * (i + 1)]
-        write_trial(root, f"AjaxTrainable_s{i}", {"env_steps": [3072, 6144, 9216], "timesteps_this_iter": [3072] * 3,
-                                                  "eval/return_mean": [1.0] * 3, HELDOUT: success[sampler["name"]]},
-                    trial)
+        write_trial(
+            root,
+            f"AjaxTrainable_s{i}",
+            {
+                "env_steps": [3072, 6144, 9216],
+                "timesteps_this_iter": [3072] * 3,
+                "eval/return_mean": [1.0] * 3,
+                HELDOUT: success[sampler["name"]],
+            },
+            trial,
+        )
     state = {"runner_data": {"_metric": config["tune"]["metric"]}, "trial_data": [], "stats": {}}
     (root / "experiment_state-2026-01-01_00-00-00.json").write_text(json.dumps(state))
     return root, success
@@ -225,8 +257,11 @@ def test_the_sampler_config_plots_its_own_metric_labelled_by_sampler(tmp_path):
     root, success = sampler_results(tmp_path)
     assert experiment_metric(root) == HELDOUT
     trials = load_trials(root)
-    assert sorted(t.label for t in trials) == ["name=learning_progress bins=8", "name=plr buffer_size=16 temperature=0.1",
-                                               "name=uniform"]  # what differs, nothing else, nothing cut
+    assert sorted(t.label for t in trials) == [
+        "name=learning_progress bins=8",
+        "name=plr buffer_size=16 temperature=0.1",
+        "name=uniform",
+    ]  # what differs, nothing else, nothing cut
     fig = learning_curves_figure(trials, [f"C{i}" for i in range(3)], experiment_metric(root))
     metric_ax, return_ax = fig.axes
     assert metric_ax.get_ylabel() == HELDOUT and return_ax.get_ylabel().startswith("eval/return_mean")

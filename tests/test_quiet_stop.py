@@ -49,8 +49,15 @@ stop_and_terminate(Ours, config)
 @pytest.mark.slow  # a Ray of its own, with worker output reaching the driver as in a user's terminal
 def test_a_stopped_trial_ends_quietly_at_rays_sigterm(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(TESTS.parent)}
-    run = subprocess.run([sys.executable, "-c", DRIVER], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                         env=env, timeout=300, cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, "-c", DRIVER],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     out = run.stdout  # worker output and the driver's own, in the order they came
     assert run.returncode == 0, out[-3000:]
     plain, ours = out.split("-- Plain done")

@@ -123,8 +123,11 @@ def test_readme_example_runs(ray_session, workdirs, index):
             assert (pathlib.Path(workdirs[index]) / path).is_dir(), path
 
 
-@pytest.mark.parametrize("index", [i for i, (_, code) in enumerate(EXAMPLES) if "Tuner(" in code],
-                         ids=[n for n, (_, code) in zip(IDS, EXAMPLES) if "Tuner(" in code])
+@pytest.mark.parametrize(
+    "index",
+    [i for i, (_, code) in enumerate(EXAMPLES) if "Tuner(" in code],
+    ids=[n for n, (_, code) in zip(IDS, EXAMPLES) if "Tuner(" in code],
+)
 def test_readme_example_trials_have_readable_names(ray_session, workdirs, index):
     from ray import tune
 
@@ -177,4 +180,5 @@ def test_readme_yaml_forms_are_what_the_shipped_configs_hold():
     for heading, block in fenced_blocks(README.read_text(), "yaml"):
         shown = yaml.safe_load(block)
         assert any(all(t.get(k) == v for k, v in shown.items()) for t in trials), (
-            f"the YAML under {heading!r} is in no configs/*.yaml trial: {shown}")
+            f"the YAML under {heading!r} is in no configs/*.yaml trial: {shown}"
+        )

@@ -14,26 +14,47 @@ from tests.support.helpers import corridor_config
 LEVELS = {"length": [4, 8, 12]}
 CONFIGS = {
     "ppo_levels_heldout_callback": corridor_config(
-        env={"levels": LEVELS, "level": 1}, train={"eval_at_start": True},
+        env={"levels": LEVELS, "level": 1},
+        train={"eval_at_start": True},
         heldout={"tasks": [{"length": 6}, {"length": 20}]},
-        callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
-                    "kwargs": {"levels": LEVELS, "mix_earlier": 0.25}}]),
+        callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": LEVELS, "mix_earlier": 0.25}}],
+    ),
     "ppo_sampler": corridor_config(task_sampler={"name": "plr", "kwargs": {"space": {"length": [4, 12]}}}),
-    "sac": {"env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
-            "agent": {"name": "sac", "num_envs": 2, "unroll_length": 8, "utd_ratio": 0.5, "batch_size": 16,
-                      "capacity": 80, "learning_starts": 32, "hidden_sizes": [16, 16], "normalize_observations": True},
-            "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_every": 48, "eval_episodes": 2,
-                      "num_seeds": 2}},
-    "dqn": {"env": {"name": "cartpole"},
-            "agent": {"name": "dqn", "num_envs": 2, "unroll_length": 8, "batch_size": 16, "capacity": 80,
-                      "learning_starts": 16, "hidden_sizes": [16, 16]},
-            "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_episodes": 2}},
+    "sac": {
+        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
+        "agent": {
+            "name": "sac",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "utd_ratio": 0.5,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 32,
+            "hidden_sizes": [16, 16],
+            "normalize_observations": True,
+        },
+        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_every": 48, "eval_episodes": 2, "num_seeds": 2},
+    },
+    "dqn": {
+        "env": {"name": "cartpole"},
+        "agent": {
+            "name": "dqn",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 16,
+            "hidden_sizes": [16, 16],
+        },
+        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_episodes": 2},
+    },
 }
 
 
 COMPILES = []
 jax.monitoring.register_event_duration_secs_listener(
-    lambda event, seconds, **_: COMPILES.append(event) if event.endswith("backend_compile_duration") else None)
+    lambda event, seconds, **_: COMPILES.append(event) if event.endswith("backend_compile_duration") else None
+)
 
 
 @pytest.mark.parametrize("name", ["ppo_sampler", "ppo_levels_heldout_callback"])
@@ -57,8 +78,11 @@ def test_result_keys_are_the_keys_a_result_holds(name):
 def test_check_metric_suggests_the_nearest_key():
     keys = result_keys(CONFIGS["ppo_sampler"])
     check_metric("eval/return_mean", keys, "tune.metric")
-    with pytest.raises(ConfigError, match=r"^tune\.metric: metric 'eval/retrun_mean' is not in any result; "
-                                          r"did you mean 'eval/return_mean'\?") as info:
+    with pytest.raises(
+        ConfigError,
+        match=r"^tune\.metric: metric 'eval/retrun_mean' is not in any result; "
+        r"did you mean 'eval/return_mean'\?",
+    ) as info:
         check_metric("eval/retrun_mean", keys, "tune.metric")
     assert "\n" not in str(info.value)
 

@@ -25,9 +25,18 @@ def test_results_have_stable_plain_keys(runner):
     for result in (first, second):
         for key, value in result.items():
             assert isinstance(value, (int, float, bool)), (key, type(value))
-    for key in ("timesteps_this_iter", "eval/return_mean", "eval/return_std", "eval/length_mean",
-                "eval/success_rate_mean", "curriculum/task/length", "lr", "perf/env_steps_per_s",
-                "perf/compilations", "env_steps"):
+    for key in (
+        "timesteps_this_iter",
+        "eval/return_mean",
+        "eval/return_std",
+        "eval/length_mean",
+        "eval/success_rate_mean",
+        "curriculum/task/length",
+        "lr",
+        "perf/env_steps_per_s",
+        "perf/compilations",
+        "env_steps",
+    ):
         assert key in first
     assert second["env_steps"] == first["env_steps"] + first["timesteps_this_iter"] == 2 * 512
     assert 0 <= first["eval/return_seed0"] <= 1
@@ -52,8 +61,13 @@ def test_eval_at_start_reports_the_untrained_policy_in_the_first_result_only():
     """Where the option is off the keys are there and NaN; where on, the first result holds the
     untrained policy's evaluation, and the same one program trains exactly as without it (its
     key is folded out of the stream, not drawn from it)."""
-    starts = ("eval/start/return_mean", "eval/start/return_std", "eval/start/return_min", "eval/start/return_max",
-              "eval/start/success_rate_mean")
+    starts = (
+        "eval/start/return_mean",
+        "eval/start/return_std",
+        "eval/start/return_min",
+        "eval/start/return_max",
+        "eval/start/success_rate_mean",
+    )
     on, off = (Runner(corridor_config(length=16, train={"eval_at_start": flag})) for flag in (True, False))
     untrained = on.evaluate(episodes=4)  # the corridor and the deterministic policy draw nothing
     first, second = on.train(), on.train()
@@ -151,8 +165,9 @@ def test_reconfigure_rebuilds_only_for_static_changes():
 
 def test_threshold_curriculum_promotes_demotes_and_mixes():
     r = Runner(corridor_config(), trial_id="x")
-    cb = ThresholdCurriculum(levels={"length": [2, 4, 8]}, metric="m", threshold=0.5, patience=2,
-                             demote_below=0.1, mix_earlier=0.5)
+    cb = ThresholdCurriculum(
+        levels={"length": [2, 4, 8]}, metric="m", threshold=0.5, patience=2, demote_below=0.1, mix_earlier=0.5
+    )
     r.curriculum.callbacks = [cb]
     cb.on_setup(r.control)  # what a callback sees of the trial: its task control
     assert r.get_task()["length"] == 2
@@ -167,8 +182,11 @@ def test_threshold_curriculum_promotes_demotes_and_mixes():
 
 
 def test_save_restore_carries_curriculum_state(tmp_path):
-    config = corridor_config(callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
-                                         "kwargs": {"levels": {"length": [2, 6, 10]}, "threshold": 0.5}}])
+    config = corridor_config(
+        callbacks=[
+            {"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": {"length": [2, 6, 10]}, "threshold": 0.5}}
+        ]
+    )
     a = Runner(config, trial_id="same")
     a.curriculum.callbacks[0].level = 2
     a.curriculum.callbacks[0]._apply(a.control)
@@ -186,19 +204,22 @@ def test_save_restore_carries_curriculum_state(tmp_path):
     assert not np.array_equal(np.asarray(a.state.key), np.asarray(c.state.key))
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"env": {"nme": "corridor"}}, "unknown key env.'nme'; did you mean env.'name'"),
-    ({"agent": {"ent_coeff": 0.1}}, "did you mean agent.'ent_coef'"),
-    ({"agent": {"gamma": 1.5}}, "agent.gamma must be <= 1.0"),
-    ({"agent": {"num_envs": "8"}}, "agent.num_envs must be an integer, got '8'"),
-    ({"agent": {"lr": {"kind": "exp"}}}, "kind must be one of"),
-    ({"train": {"timesteps_per_iteration": 100}}, "whole number of unrolls"),
-    ({"env": {"name": "corridorr"}}, "did you mean 'corridor'"),
-    ({"env": {"task": {"length": 99}}}, "expected integer scalar in [1, 32]"),
-    ({"env_task_fn": "nowhere:fn"}, "cannot import module 'nowhere'"),
-    ({"callbacks": ["ajax_tune.curriculum:NoSuch"]}, "has no attribute 'NoSuch'"),
-    ({"agnt": {}}, "did you mean 'agent'"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"env": {"nme": "corridor"}}, "unknown key env.'nme'; did you mean env.'name'"),
+        ({"agent": {"ent_coeff": 0.1}}, "did you mean agent.'ent_coef'"),
+        ({"agent": {"gamma": 1.5}}, "agent.gamma must be <= 1.0"),
+        ({"agent": {"num_envs": "8"}}, "agent.num_envs must be an integer, got '8'"),
+        ({"agent": {"lr": {"kind": "exp"}}}, "kind must be one of"),
+        ({"train": {"timesteps_per_iteration": 100}}, "whole number of unrolls"),
+        ({"env": {"name": "corridorr"}}, "did you mean 'corridor'"),
+        ({"env": {"task": {"length": 99}}}, "expected integer scalar in [1, 32]"),
+        ({"env_task_fn": "nowhere:fn"}, "cannot import module 'nowhere'"),
+        ({"callbacks": ["ajax_tune.curriculum:NoSuch"]}, "has no attribute 'NoSuch'"),
+        ({"agnt": {}}, "did you mean 'agent'"),
+    ],
+)
 def test_bad_configs_fail_before_compiling(config, message):
     full = corridor_config()
     for key, value in config.items():

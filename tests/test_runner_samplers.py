@@ -40,8 +40,7 @@ def run(tmp_path_factory):
         given.append(runner.get_task(per_env=True)["length"].copy())
         results.append(runner.train())
         states.append(runner.curriculum.sampler.get_state())
-    return dict(runner=runner, first_tasks=first_tasks, given=given, results=results, states=states,
-                checkpoint=checkpoint)
+    return dict(runner=runner, first_tasks=first_tasks, given=given, results=results, states=states, checkpoint=checkpoint)
 
 
 def test_per_env_tasks_change_every_call_without_recompiling(run):
@@ -63,7 +62,8 @@ def test_per_env_tasks_change_every_call_without_recompiling(run):
         for i in range(3):
             assert 0.0 <= result[f"eval/heldout/{i}/success_rate"] <= 1.0
         assert result["eval/heldout/success_rate_mean"] == pytest.approx(
-            np.mean([result[f"eval/heldout/{i}/success_rate"] for i in range(3)]))
+            np.mean([result[f"eval/heldout/{i}/success_rate"] for i in range(3)])
+        )
     # every seed ran the tasks set before the last call, and the sampler learned from them
     stats = runner.curriculum.env_stats
     np.testing.assert_array_equal(stats.per_env(stats.tasks["length"]), np.broadcast_to(given[-1], (2, 8)))
@@ -105,22 +105,34 @@ def test_another_trial_continues_the_sampler_with_its_own_draws(run):
 def test_the_heldout_count_is_static_and_its_tasks_are_data():
     runner = Runner(corridor_config(heldout=HELDOUT))
     assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "seed": 5})) is False
-    np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"])[0],
-                                  HeldOut.parse({**HELDOUT, "seed": 5}).batch(runner.env)["length"])
+    np.testing.assert_array_equal(
+        np.asarray(runner.state.heldout["length"])[0], HeldOut.parse({**HELDOUT, "seed": 5}).batch(runner.env)["length"]
+    )
     assert runner.reconfigure(corridor_config(heldout={**HELDOUT, "num_tasks": 4})) is True
     assert runner.loop.num_heldout == 4
 
 
-@pytest.mark.parametrize("extra, message", [
-    ({"task_sampler": {"name": "plr", "kwargs": {"space": SPACE, "temperature": -1}}},
-     "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got -1"),
-    ({"task_sampler": {"name": "uniform", "kwargs": {"space": {"length": [4, 64]}}}},
-     "task_sampler (Uniform).space.length: [4.0, 64.0] is outside corridor's 'length'"),
-    ({"env": {"name": "pendulum", "kwargs": {}, "task": {}},
-      "task_sampler": {"name": "learning_progress", "kwargs": {"space": {"gravity": [5, 15]}}}},
-     "metric 'success' needs an env that reports success, and pendulum does not"),
-    ({"heldout": {"space": SPACE, "num_tasks": 0}}, "heldout.num_tasks must be an integer >= 1"),
-])
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (
+            {"task_sampler": {"name": "plr", "kwargs": {"space": SPACE, "temperature": -1}}},
+            "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got -1",
+        ),
+        (
+            {"task_sampler": {"name": "uniform", "kwargs": {"space": {"length": [4, 64]}}}},
+            "task_sampler (Uniform).space.length: [4.0, 64.0] is outside corridor's 'length'",
+        ),
+        (
+            {
+                "env": {"name": "pendulum", "kwargs": {}, "task": {}},
+                "task_sampler": {"name": "learning_progress", "kwargs": {"space": {"gravity": [5, 15]}}},
+            },
+            "metric 'success' needs an env that reports success, and pendulum does not",
+        ),
+        ({"heldout": {"space": SPACE, "num_tasks": 0}}, "heldout.num_tasks must be an integer >= 1"),
+    ],
+)
 def test_bad_sampler_settings_stop_the_runner_before_compiling(monkeypatch, extra, message):
     monkeypatch.setattr(TrainLoop, "init", lambda *a, **k: pytest.fail("the loop started before the config was checked"))
     with pytest.raises(ConfigError) as info:

@@ -20,8 +20,16 @@ from tests.support.helpers import assert_refused_before_compiling, assert_trees_
 # quicker build the other tests use.
 BUILDS = pytest.mark.parametrize("build", ["few_passes", pytest.param("optimised", marks=pytest.mark.optimised)])
 
-TINY = dict(num_envs=2, unroll_length=8, utd_ratio=0.5, batch_size=16, capacity=80, learning_starts=32,
-            hidden_sizes=(16, 16), normalize_observations=True)
+TINY = dict(
+    num_envs=2,
+    unroll_length=8,
+    utd_ratio=0.5,
+    batch_size=16,
+    capacity=80,
+    learning_starts=32,
+    hidden_sizes=(16, 16),
+    normalize_observations=True,
+)
 UNROLL = 2 * 8  # env steps per update with TINY
 
 
@@ -29,8 +37,9 @@ def sac_loop(env="point_reach", agent=None, env_kwargs=None, **loop_overrides) -
     """Every fast test builds this same program (the compilation cache then compiles it once)."""
     env = make_env(env, **(env_kwargs or {"max_episode_steps": 5}))
     config = SACConfig(**{**TINY, **(agent or {})})
-    loop_cfg = dict(total_timesteps=20_000, timesteps_per_iteration=2 * UNROLL, eval_every=3 * UNROLL,
-                    eval_episodes=2, num_seeds=2)
+    loop_cfg = dict(
+        total_timesteps=20_000, timesteps_per_iteration=2 * UNROLL, eval_every=3 * UNROLL, eval_episodes=2, num_seeds=2
+    )
     loop_cfg.update(loop_overrides)
     return TrainLoop(env, SAC(config, env.observation_space, env.action_space), LoopConfig(**loop_cfg))
 
@@ -44,6 +53,7 @@ def stored(buffer_state, num_envs):
 
 
 # -- what the buffer holds -----------------------------------------------------------------------
+
 
 def point_reach_successor(obs, action):
     """point_reach's step from an observation (position, velocity, offset to the target) and an
@@ -95,6 +105,7 @@ def test_buffer_holds_true_successors_and_cuts_only_at_terminations():
 
 # -- exact resume, no recompilation ------------------------------------------------------------
 
+
 @BUILDS
 def test_split_runs_with_restore_are_bit_identical(tmp_path, build):
     """One call of 3T == three calls of T with a save and a restore into a fresh loop between
@@ -132,8 +143,9 @@ def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
         lambda s: s,
         lambda s: loop.set_task(s, {"distance": 0.5}),
         lambda s: loop.set_hparams(s, dataclasses.replace(config, lr=Schedule(kind="cosine", peak=5e-4), tau=0.05)),
-        lambda s: loop.set_hparams(s, dataclasses.replace(config, lr=Schedule(kind="step", peak=2e-3),
-                                                          tau=1.0, target_entropy_scale=-0.25)),
+        lambda s: loop.set_hparams(
+            s, dataclasses.replace(config, lr=Schedule(kind="step", peak=2e-3), tau=1.0, target_entropy_scale=-0.25)
+        ),
     ]
     seen, agents = [], []
     for change in changes:
@@ -154,22 +166,34 @@ def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
 
 # -- refused configs -----------------------------------------------------------------------------
 
+
 def tiny_config(**agent):
     """`sac_loop`'s settings as a trial config."""
-    return {"env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}}, "agent": {"name": "sac", **TINY, **agent},
-            "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 2 * UNROLL, "eval_every": 3 * UNROLL,
-                      "eval_episodes": 2, "num_seeds": 2}}
+    return {
+        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
+        "agent": {"name": "sac", **TINY, **agent},
+        "train": {
+            "total_timesteps": 1_000,
+            "timesteps_per_iteration": 2 * UNROLL,
+            "eval_every": 3 * UNROLL,
+            "eval_episodes": 2,
+            "num_seeds": 2,
+        },
+    }
 
 
-@pytest.mark.parametrize("config, message", [
-    (tiny_config(learning_starts=5_000), r"agent\.learning_starts \(5000\) must be below train\.total_timesteps \(1000\)"),
-    (tiny_config(batch_size=128), r"agent\.batch_size \(128\) must not exceed agent\.capacity \(80\)"),
-    (tiny_config(capacity=8, batch_size=8), r"agent\.capacity \(8\) must hold .* = 16"),
-    (tiny_config(utd_ratio=0.1), r"agent\.utd_ratio \(0\.1\) times .* whole number of gradient steps .* got 1\.6"),
-    (tiny_config(tau=0.0), r"agent\.tau must be > 0"),
-    ({**tiny_config(), "env": {"name": "cartpole"}}, r"agent\.name 'sac' needs .*action space is Discrete\(2\)"),
-    ({**tiny_config(), "train": {"reset_mode": "unroll_start"}}, r"train\.reset_mode 'unroll_start' does not suit agent SAC"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (tiny_config(learning_starts=5_000), r"agent\.learning_starts \(5000\) must be below train\.total_timesteps \(1000\)"),
+        (tiny_config(batch_size=128), r"agent\.batch_size \(128\) must not exceed agent\.capacity \(80\)"),
+        (tiny_config(capacity=8, batch_size=8), r"agent\.capacity \(8\) must hold .* = 16"),
+        (tiny_config(utd_ratio=0.1), r"agent\.utd_ratio \(0\.1\) times .* whole number of gradient steps .* got 1\.6"),
+        (tiny_config(tau=0.0), r"agent\.tau must be > 0"),
+        ({**tiny_config(), "env": {"name": "cartpole"}}, r"agent\.name 'sac' needs .*action space is Discrete\(2\)"),
+        ({**tiny_config(), "train": {"reset_mode": "unroll_start"}}, r"train\.reset_mode 'unroll_start' does not suit agent SAC"),
+    ],
+)
 def test_bad_configs_are_refused_in_one_line_before_compiling(config, message):
     assert_refused_before_compiling(config, message)
 
@@ -189,6 +213,7 @@ def test_sac_config_round_trips_and_reports_stable_keys():
 
 # -- learning --------------------------------------------------------------------------------------
 
+
 def train_until(loop, state, done, calls):
     """Train call by call until `done(result)`; returns the state and every call's result."""
     history = []
@@ -203,10 +228,14 @@ def train_until(loop, state, done, calls):
 @pytest.mark.learning
 def test_sac_learns_pendulum_within_20k_steps():
     env = make_env("pendulum")
-    agent = SAC(SACConfig(num_envs=4, unroll_length=8, utd_ratio=1.0, batch_size=128, hidden_sizes=(64, 64),
-                          lr=3e-4, learning_starts=1_000), env.observation_space, env.action_space)
-    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_000, timesteps_per_iteration=4_000, num_seeds=4,
-                                            eval_episodes=8))
+    agent = SAC(
+        SACConfig(
+            num_envs=4, unroll_length=8, utd_ratio=1.0, batch_size=128, hidden_sizes=(64, 64), lr=3e-4, learning_starts=1_000
+        ),
+        env.observation_space,
+        env.action_space,
+    )
+    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_000, timesteps_per_iteration=4_000, num_seeds=4, eval_episodes=8))
     _, history = train_until(loop, loop.init(seed=0), lambda r: r["eval/return_mean"] >= -250, calls=5)
     returns = [(r["timestep"], round(r["eval/return_mean"])) for r in history]
     print("pendulum (env steps per seed, mean eval return):", returns)
@@ -219,8 +248,7 @@ def test_sac_learns_pendulum_within_20k_steps():
 def test_sac_reaches_point_reach_targets():
     env = make_env("point_reach", max_episode_steps=50)
     agent = SAC(SACConfig(**POINT_REACH_AGENT), env.observation_space, env.action_space)
-    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_480, timesteps_per_iteration=4_096, num_seeds=2,
-                                            eval_episodes=16))
+    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_480, timesteps_per_iteration=4_096, num_seeds=2, eval_episodes=16))
     state, history = train_until(loop, loop.init(seed=0), lambda r: r["eval/success_rate_mean"] >= 0.9, calls=5)
     rates = [(r["timestep"], r["eval/success_rate_mean"]) for r in history]
     print("point_reach (env steps per seed, eval success rate):", rates)
@@ -231,8 +259,18 @@ def test_sac_reaches_point_reach_targets():
 
 # -- through Tune ----------------------------------------------------------------------------------
 
-POINT_REACH_AGENT = dict(num_envs=4, unroll_length=8, utd_ratio=0.5, batch_size=128, capacity=20_000,
-                         learning_starts=512, hidden_sizes=(64, 64), lr=1e-3, init_alpha=0.05, gamma=0.95)
+POINT_REACH_AGENT = dict(
+    num_envs=4,
+    unroll_length=8,
+    utd_ratio=0.5,
+    batch_size=128,
+    capacity=20_000,
+    learning_starts=512,
+    hidden_sizes=(64, 64),
+    lr=1e-3,
+    init_alpha=0.05,
+    gamma=0.95,
+)
 BUDGET = 1_024  # env steps per seed per train() in the Tune tests
 
 
@@ -240,8 +278,7 @@ def point_reach_trial(**sections):
     config = {
         "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 50}, "task": {"distance": 0.3, "radius": 0.2}},
         "agent": {"name": "sac", **POINT_REACH_AGENT, "hidden_sizes": [32, 32], "capacity": 4_096, "batch_size": 64},
-        "train": {"total_timesteps": 20 * BUDGET, "timesteps_per_iteration": BUDGET, "num_seeds": 2,
-                  "eval_episodes": 8},
+        "train": {"total_timesteps": 20 * BUDGET, "timesteps_per_iteration": BUDGET, "num_seeds": 2, "eval_episodes": 8},
     }
     for key, value in sections.items():
         config[key] = {**config[key], **value} if isinstance(value, dict) and key in config else value
@@ -259,12 +296,21 @@ def test_asha_over_sac_learning_rate_with_a_point_reach_curriculum(ray_session, 
     from ajax_tune.trainable import trial_dirname
     from tests.test_tune import fit, rows
 
-    ladder = {"class": "ajax_tune.curriculum:ThresholdCurriculum",
-              "kwargs": {"levels": {"distance": [0.3, 0.6, 1.0], "radius": [0.2, 0.15, 0.1]}, "threshold": 0.9}}
+    ladder = {
+        "class": "ajax_tune.curriculum:ThresholdCurriculum",
+        "kwargs": {"levels": {"distance": [0.3, 0.6, 1.0], "radius": [0.2, 0.15, 0.1]}, "threshold": 0.9},
+    }
     space = point_reach_trial(agent={"lr": tune.grid_search([1e-5, 2e-3])}, callbacks=[ladder])
     asha = ASHAScheduler(time_attr="training_iteration", max_t=6, grace_period=2, reduction_factor=2)
-    results = fit(AjaxTrainable, space, tmp_path, "sac_asha", tune_config=tune.TuneConfig(
-        metric="curriculum/level", mode="max", num_samples=2, scheduler=asha, trial_dirname_creator=trial_dirname))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "sac_asha",
+        tune_config=tune.TuneConfig(
+            metric="curriculum/level", mode="max", num_samples=2, scheduler=asha, trial_dirname_creator=trial_dirname
+        ),
+    )
     assert sorted(r.config["agent"]["lr"] for r in results) == [1e-5, 1e-5, 2e-3, 2e-3]
     assert all(2 <= r.metrics["training_iteration"] <= 6 for r in results)  # ASHA's rungs and max_t
 
@@ -300,14 +346,29 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
         callbacks=["tests.support.replay_probe:ReplayProbe"],
     )
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,  # exploits every round
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        synch=True,  # exploits every round
         resample_probability=0.5,
-        hyperparam_mutations={"agent": {"lr": {"peak": tune.loguniform(1e-4, 1e-2), "kind": ["warmup_cosine", "cosine"],
-                                               "warmup_fraction": [0.0, 0.1]}}})
+        hyperparam_mutations={
+            "agent": {
+                "lr": {"peak": tune.loguniform(1e-4, 1e-2), "kind": ["warmup_cosine", "cosine"], "warmup_fraction": [0.0, 0.1]}
+            }
+        },
+    )
     collect = CollectResults()
-    results = fit(AjaxTrainable, space, tmp_path, "sac_pbt", stop={"training_iteration": 6}, callbacks=[collect],
-                  tune_config=tune.TuneConfig(metric="eval/return_mean", mode="max", scheduler=pbt, reuse_actors=True,
-                                              trial_dirname_creator=trial_dirname))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "sac_pbt",
+        stop={"training_iteration": 6},
+        callbacks=[collect],
+        tune_config=tune.TuneConfig(
+            metric="eval/return_mean", mode="max", scheduler=pbt, reuse_actors=True, trial_dirname_creator=trial_dirname
+        ),
+    )
     exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
     assert exploits and all(json.loads(line) for line in exploits), "PBT never exploited"
     assert len(collect.rows) == 4
@@ -320,8 +381,9 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
             assert r["replay/size"] == min(r["env_steps"], 4_096)  # the buffer follows the state's lineage
             if np.isnan(r["probe/restored_buffer"]):
                 continue
-            donors = [t for (t, steps), fp in after.items()
-                      if steps == r["env_steps"] - BUDGET and fp == r["probe/restored_buffer"]]
+            donors = [
+                t for (t, steps), fp in after.items() if steps == r["env_steps"] - BUDGET and fp == r["probe/restored_buffer"]
+            ]
             assert donors, f"trial {trial} restored a buffer no trial had at step {r['env_steps'] - BUDGET}"
             if trial not in donors and previous is not None:
                 assert r["probe/restored_buffer"] != previous["probe/buffer"]  # it really swapped buffers
@@ -338,12 +400,21 @@ def test_sac_on_brax_changes_gravity_between_two_tune_iterations(ray_session, tm
 
     space = {
         "env": {"name": "brax/inverted_pendulum", "kwargs": {"max_episode_steps": 16}, "task": {"gravity_scale": 1.0}},
-        "agent": {"name": "sac", "num_envs": 2, "unroll_length": 4, "utd_ratio": 0.5, "batch_size": 8, "capacity": 64,
-                  "learning_starts": 0, "hidden_sizes": [8, 8]},
+        "agent": {
+            "name": "sac",
+            "num_envs": 2,
+            "unroll_length": 4,
+            "utd_ratio": 0.5,
+            "batch_size": 8,
+            "capacity": 64,
+            "learning_starts": 0,
+            "hidden_sizes": [8, 8],
+        },
         "train": {"total_timesteps": 32, "timesteps_per_iteration": 16, "num_seeds": 1, "eval_episodes": 1},
-        "env_task_fn": {"function": "ajax_tune.curriculum:grow_when_solved",
-                        "kwargs": {"field": "gravity_scale", "factor": 2.0, "metric": "timesteps_this_iter",
-                                   "threshold": 0}},  # after every call: gravity doubles
+        "env_task_fn": {
+            "function": "ajax_tune.curriculum:grow_when_solved",
+            "kwargs": {"field": "gravity_scale", "factor": 2.0, "metric": "timesteps_this_iter", "threshold": 0},
+        },  # after every call: gravity doubles
     }
     results = fit(AjaxTrainable, space, tmp_path, "sac_brax", stop={"training_iteration": 2})
     df = rows(results[0])

@@ -50,12 +50,26 @@ SPACE = {"length": [4, 32], "exit_reward": 0.2}
 
 def config(sampler: str) -> dict:
     return {
-        "env": {"name": "corridor", "kwargs": {"max_length": 32, "max_episode_steps": 40},
-                "task": {"length": 4, "exit_reward": 0.2}},
-        "agent": {"num_envs": 16, "unroll_length": 32, "num_minibatches": 2, "update_epochs": 2,
-                  "hidden_sizes": [32, 32], "lr": 3e-3},
-        "train": {"total_timesteps": CALLS * 3072, "timesteps_per_iteration": 3072, "num_seeds": 4,
-                  "eval_episodes": 1, "seed": 0},
+        "env": {
+            "name": "corridor",
+            "kwargs": {"max_length": 32, "max_episode_steps": 40},
+            "task": {"length": 4, "exit_reward": 0.2},
+        },
+        "agent": {
+            "num_envs": 16,
+            "unroll_length": 32,
+            "num_minibatches": 2,
+            "update_epochs": 2,
+            "hidden_sizes": [32, 32],
+            "lr": 3e-3,
+        },
+        "train": {
+            "total_timesteps": CALLS * 3072,
+            "timesteps_per_iteration": 3072,
+            "num_seeds": 4,
+            "eval_episodes": 1,
+            "seed": 0,
+        },
         "task_sampler": {"name": sampler, "kwargs": {"space": SPACE}},
         "heldout": {"tasks": [{"length": n} for n in range(4, 33, 4)]},
     }
@@ -70,7 +84,8 @@ def compare() -> dict[str, dict]:
         results = [runner.train() for _ in range(CALLS)]
         curve = [r["eval/heldout/success_rate_mean"] for r in results]
         out[name] = {
-            "final": float(np.mean(curve[-LAST:])), "auc": float(np.mean(curve)),
+            "final": float(np.mean(curve[-LAST:])),
+            "auc": float(np.mean(curve)),
             "curve": [round(v, 3) for v in curve],
             "trained_length_mean": float(np.mean([r["tasks/length/mean"] for r in results])),
             "trained_lengths": [round(r["tasks/length/mean"], 2) for r in results],

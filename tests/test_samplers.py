@@ -29,12 +29,17 @@ def call_stats(task, episodes, success=None, returns=None, signal=None) -> EnvSt
     episodes = np.asarray(episodes, np.float32)
     nan = np.full(episodes.shape, np.nan, np.float32)
     signal = nan if signal is None else np.asarray(signal, np.float32)
-    return EnvStats.from_call(CallStats(
-        task={k: np.broadcast_to(v, episodes.shape) for k, v in task.items()}, episodes=episodes,
-        return_sum=nan if returns is None else np.asarray(returns, np.float32),
-        success_sum=nan if success is None else np.asarray(success, np.float32),
-        steps=np.full(episodes.shape, 64, np.float32),
-        signal_sum=np.nan_to_num(signal), signal_count=(~np.isnan(signal)).astype(np.float32)))
+    return EnvStats.from_call(
+        CallStats(
+            task={k: np.broadcast_to(v, episodes.shape) for k, v in task.items()},
+            episodes=episodes,
+            return_sum=nan if returns is None else np.asarray(returns, np.float32),
+            success_sum=nan if success is None else np.asarray(success, np.float32),
+            steps=np.full(episodes.shape, 64, np.float32),
+            signal_sum=np.nan_to_num(signal),
+            signal_count=(~np.isnan(signal)).astype(np.float32),
+        )
+    )
 
 
 def stats(lengths, episodes, success=None, returns=None, signal=None, exit_reward=0.0):
@@ -75,16 +80,25 @@ def test_space_grid_over_a_float_range_and_a_value_set(reach):
     assert set(uniform["radius"].tolist()) == {np.float32(0.1), np.float32(0.3)}
 
 
-@pytest.mark.parametrize("space, message", [
-    ({"width": [1, 2]}, "task_sampler.space.width: corridor has no task field 'width'; its fields are ['exit_reward', 'length']"),
-    ({"length": [4, 64]}, "task_sampler.space.length: [4.0, 64.0] is outside corridor's 'length', integer scalar in [1, 32]"),
-    ({"length": [4.5, 8]}, "task_sampler.space.length: 'length' is an integer field, got [4.5, 8.0]"),
-    ({"length": [8, 4]}, "task_sampler.space.length: a range [low, high] needs low < high, got [8, 4]"),
-    ({"length": [4, 8, 16]}, "task_sampler.space.length as a list must be a range [low, high] of two numbers"),
-    ({"length": {"choice": [4, 8]}}, "a mapping must be {values: [...]} (a finite set), got keys ['choice']"),
-    ({"exit_reward": 2.0}, "task_sampler.space.exit_reward: corridor: task field 'exit_reward' expected float scalar in [0, 1]"),
-    ({"length": {"values": [4, 4]}}, "task_sampler.space.length.values repeats a value"),
-])
+@pytest.mark.parametrize(
+    "space, message",
+    [
+        (
+            {"width": [1, 2]},
+            "task_sampler.space.width: corridor has no task field 'width'; its fields are ['exit_reward', 'length']",
+        ),
+        ({"length": [4, 64]}, "task_sampler.space.length: [4.0, 64.0] is outside corridor's 'length', integer scalar in [1, 32]"),
+        ({"length": [4.5, 8]}, "task_sampler.space.length: 'length' is an integer field, got [4.5, 8.0]"),
+        ({"length": [8, 4]}, "task_sampler.space.length: a range [low, high] needs low < high, got [8, 4]"),
+        ({"length": [4, 8, 16]}, "task_sampler.space.length as a list must be a range [low, high] of two numbers"),
+        ({"length": {"choice": [4, 8]}}, "a mapping must be {values: [...]} (a finite set), got keys ['choice']"),
+        (
+            {"exit_reward": 2.0},
+            "task_sampler.space.exit_reward: corridor: task field 'exit_reward' expected float scalar in [0, 1]",
+        ),
+        ({"length": {"values": [4, 4]}}, "task_sampler.space.length.values repeats a value"),
+    ],
+)
 def test_bad_spaces_are_one_line_config_errors(corridor, space, message):
     with pytest.raises(ConfigError) as info:
         TaskSpace(space).bind(corridor)
@@ -157,12 +171,15 @@ def test_learning_progress_by_hand(corridor):
 
 
 def test_learning_progress_on_normalised_returns_and_range_bins(reach):
-    lp = LearningProgress({"distance": [0.5, 2.5], "radius": 0.2}, bins=4, metric="return", return_range=[-1.0, 3.0],
-                          fast=0.5, slow=0.25).bind(reach)
+    lp = LearningProgress(
+        {"distance": [0.5, 2.5], "radius": 0.2}, bins=4, metric="return", return_range=[-1.0, 3.0], fast=0.5, slow=0.25
+    ).bind(reach)
     shape = (1, 2)
     call = lambda returns: call_stats(
         {"distance": np.array([[0.6, 2.4]], np.float32), "radius": np.full(shape, 0.2, np.float32)},
-        episodes=[[2.0, 1.0]], returns=[returns])
+        episodes=[[2.0, 1.0]],
+        returns=[returns],
+    )
     lp.update(call([2.0, 5.0]))  # means 1.0 and 5.0: mapped to 0.5 and clipped to 1.0
     np.testing.assert_allclose(lp.fast_avg, [0.5, 0, 0, 1.0])
     lp.update(call([6.0, 5.0]))  # bin 0 mean 3.0 -> 1.0
@@ -198,16 +215,18 @@ def test_plr_probabilities_by_hand(corridor):
     np.testing.assert_allclose(plr.score_probabilities(), [2 / 11, 6 / 11, 3 / 11])
     # staleness 4, 0, 2
     np.testing.assert_allclose(plr.staleness_probabilities(), [2 / 3, 0, 1 / 3])
-    np.testing.assert_allclose(plr.replay_probabilities(),
-                               0.75 * np.array([2 / 11, 6 / 11, 3 / 11]) + 0.25 * np.array([2 / 3, 0, 1 / 3]))
+    np.testing.assert_allclose(
+        plr.replay_probabilities(), 0.75 * np.array([2 / 11, 6 / 11, 3 / 11]) + 0.25 * np.array([2 / 3, 0, 1 / 3])
+    )
     plr.temperature = 0.5  # weights (1/rank)^2: 1/9, 1, 1/4 (sum 49/36)
     np.testing.assert_allclose(plr.score_probabilities(), [4 / 49, 36 / 49, 9 / 49])
     assert plr.metrics()["sampler/staleness_mean"] == 2.0 and plr.metrics()["sampler/score_max"] == 2.0
 
 
 def test_plr_fills_its_buffer_replays_and_replaces_the_lowest_score(corridor):
-    plr = PrioritizedLevelReplay(levels={"length": [4, 8, 12, 16]}, buffer_size=3, temperature=1.0, staleness=0.25,
-                                 replay_prob=1.0, seed=0).bind(corridor)
+    plr = PrioritizedLevelReplay(
+        levels={"length": [4, 8, 12, 16]}, buffer_size=3, temperature=1.0, staleness=0.25, replay_prob=1.0, seed=0
+    ).bind(corridor)
     # call 1: an empty buffer, so both envs get new levels (distinct, none buffered yet)
     first = plr.sample(2)["length"]
     assert len(set(first.tolist())) == 2 and plr.replay_share == 0.0
@@ -221,8 +240,9 @@ def test_plr_fills_its_buffer_replays_and_replaces_the_lowest_score(corridor):
     assert plr.buffer["length"].tolist() == [*first.tolist(), second[0]] and plr.scores.tolist() == [0.5, 2.0, 1.0]
     assert plr.last_drawn.tolist() == [1, 1, 2] and plr.clock == 2
     # call 3: a full buffer, replay_prob 1: replayed from 0.75 * P_score + 0.25 * P_stale
-    np.testing.assert_allclose(plr.replay_probabilities(),
-                               0.75 * np.array([2 / 11, 6 / 11, 3 / 11]) + 0.25 * np.array([0.5, 0.5, 0.0]))
+    np.testing.assert_allclose(
+        plr.replay_probabilities(), 0.75 * np.array([2 / 11, 6 / 11, 3 / 11]) + 0.25 * np.array([0.5, 0.5, 0.0])
+    )
     third = plr.sample(2)["length"]
     assert plr.replay_share == 1.0 and set(third.tolist()) <= set(plr.buffer["length"].tolist())
     replayed = [plr.buffer["length"].tolist().index(x) for x in third]
@@ -255,8 +275,7 @@ def test_plr_scores_average_over_seeds_and_skip_envs_it_did_not_steer(corridor):
 
 
 def test_plr_state_continues_exactly_and_a_reseed_keeps_the_scores(corridor):
-    make = lambda: PrioritizedLevelReplay({"length": [4, 32]}, buffer_size=4, replay_prob=0.5, min_fill=2,
-                                          seed=4).bind(corridor)
+    make = lambda: PrioritizedLevelReplay({"length": [4, 32]}, buffer_size=4, replay_prob=0.5, min_fill=2, seed=4).bind(corridor)
     a = make()
     for i in range(4):
         lengths = a.sample(4)["length"]
@@ -292,29 +311,35 @@ def test_samplers_from_names_paths_and_instances(corridor):
     copied = make_sampler(original)
     assert copied is not original and copied.config() == {
         "class": "ajax_tune.samplers.learning_progress:LearningProgress",
-        "kwargs": {"space": {"length": [4, 32]}, "bins": 4, "seed": 3}}
+        "kwargs": {"space": {"length": [4, 32]}, "bins": 4, "seed": 3},
+    }
     assert isinstance(make_sampler(copied.config()), LearningProgress)
     # an instance in a Python config is written back as class and kwargs
     written = Config.from_dict({"task_sampler": original}).to_dict()["task_sampler"]
     assert written == original.config()
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"name": "prl"}, "task_sampler: unknown sampler 'prl'; did you mean 'plr'?"),
-    ({"name": "plr", "class": "x:Y"}, "task_sampler needs exactly one of 'name'"),
-    ({"name": "plr", "kwarg": {}}, "unknown key task_sampler.'kwarg'; did you mean task_sampler.'kwargs'?"),
-    ({"name": "plr", "kwargs": {"temperature": 0.0}},
-     "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got 0.0"),
-    ({"name": "plr", "kwargs": {"buffer_size": 4, "min_fill": 5}}, "min_fill must be in [1, 4], got 5"),
-    ({"name": "plr", "kwargs": {"replay_prob": 1.5}}, "replay_prob must be in [0, 1], got 1.5"),
-    ({"name": "plr", "kwargs": {"temprature": 1.0}}, "task_sampler (PrioritizedLevelReplay): "),
-    ({"name": "learning_progress", "kwargs": {"fast": 0.1, "slow": 0.2}}, "slow (0.2) must be smaller than fast (0.1)"),
-    ({"name": "learning_progress", "kwargs": {"metric": "return"}}, "metric 'return' needs return_range: [low, high]"),
-    ({"name": "learning_progress", "kwargs": {"bins": 0}}, "task_sampler (LearningProgress).bins must be an integer >= 1"),
-    ({"name": "uniform", "kwargs": {"space": {"length": [1, 2]}, "levels": [{"length": 1}]}}, "give either space"),
-    ({"class": "ajax_tune.curriculum:ThresholdCurriculum"}, "is not a TaskSampler subclass"),
-    ({"class": "nowhere:Sampler"}, "cannot import module 'nowhere'"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"name": "prl"}, "task_sampler: unknown sampler 'prl'; did you mean 'plr'?"),
+        ({"name": "plr", "class": "x:Y"}, "task_sampler needs exactly one of 'name'"),
+        ({"name": "plr", "kwarg": {}}, "unknown key task_sampler.'kwarg'; did you mean task_sampler.'kwargs'?"),
+        (
+            {"name": "plr", "kwargs": {"temperature": 0.0}},
+            "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got 0.0",
+        ),
+        ({"name": "plr", "kwargs": {"buffer_size": 4, "min_fill": 5}}, "min_fill must be in [1, 4], got 5"),
+        ({"name": "plr", "kwargs": {"replay_prob": 1.5}}, "replay_prob must be in [0, 1], got 1.5"),
+        ({"name": "plr", "kwargs": {"temprature": 1.0}}, "task_sampler (PrioritizedLevelReplay): "),
+        ({"name": "learning_progress", "kwargs": {"fast": 0.1, "slow": 0.2}}, "slow (0.2) must be smaller than fast (0.1)"),
+        ({"name": "learning_progress", "kwargs": {"metric": "return"}}, "metric 'return' needs return_range: [low, high]"),
+        ({"name": "learning_progress", "kwargs": {"bins": 0}}, "task_sampler (LearningProgress).bins must be an integer >= 1"),
+        ({"name": "uniform", "kwargs": {"space": {"length": [1, 2]}, "levels": [{"length": 1}]}}, "give either space"),
+        ({"class": "ajax_tune.curriculum:ThresholdCurriculum"}, "is not a TaskSampler subclass"),
+        ({"class": "nowhere:Sampler"}, "cannot import module 'nowhere'"),
+    ],
+)
 def test_bad_sampler_configs_are_one_line_errors(spec, message):
     with pytest.raises(ConfigError) as info:
         make_sampler(spec)

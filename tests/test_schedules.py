@@ -14,13 +14,16 @@ def lr(schedule, t):
     return float(learning_rate(schedule.to_params(), jnp.float32(t), jnp.float32(H)))
 
 
-@pytest.mark.parametrize("kind, points", [
-    ("constant", {0: 1.0, 500: 1.0, 1000: 1.0}),
-    ("linear", {0: 1.0, 500: 0.55, 1000: 0.1}),
-    ("cosine", {0: 1.0, 500: 0.55, 1000: 0.1}),
-    ("warmup_cosine", {0: 0.0, 100: 0.5, 200: 1.0, 600: 0.55, 1000: 0.1}),
-    ("step", {0: 1.0, 249: 1.0, 250: 0.5, 600: 0.25, 1000: 0.0625}),
-])
+@pytest.mark.parametrize(
+    "kind, points",
+    [
+        ("constant", {0: 1.0, 500: 1.0, 1000: 1.0}),
+        ("linear", {0: 1.0, 500: 0.55, 1000: 0.1}),
+        ("cosine", {0: 1.0, 500: 0.55, 1000: 0.1}),
+        ("warmup_cosine", {0: 0.0, 100: 0.5, 200: 1.0, 600: 0.55, 1000: 0.1}),
+        ("step", {0: 1.0, 249: 1.0, 250: 0.5, 600: 0.25, 1000: 0.0625}),
+    ],
+)
 def test_schedule_values(kind, points):
     s = Schedule(kind=kind, peak=1.0, end_fraction=0.1, warmup_fraction=0.2, step_every=0.25, step_factor=0.5)
     for t, expected in points.items():

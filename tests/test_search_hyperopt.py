@@ -14,10 +14,18 @@ LR, ENT = (1e-3, 1e-2), (0.0, 0.02)
 
 
 def test_hyperopt_suggests_the_trials_values(tmp_path):
-    trial = corridor_config(agent={"lr": {"loguniform": list(LR)}, "ent_coef": {"uniform": list(ENT)}},
-                            train={"timesteps_per_iteration": 8 * 16, "num_seeds": 1})
-    exp = Experiment.from_dict({"name": "hyperopt", "trial": trial, "stop": {"training_iteration": 1},
-                                "tune": {"search": {"name": "hyperopt", "seed": 7}, "num_samples": 3}})
+    trial = corridor_config(
+        agent={"lr": {"loguniform": list(LR)}, "ent_coef": {"uniform": list(ENT)}},
+        train={"timesteps_per_iteration": 8 * 16, "num_seeds": 1},
+    )
+    exp = Experiment.from_dict(
+        {
+            "name": "hyperopt",
+            "trial": trial,
+            "stop": {"training_iteration": 1},
+            "tune": {"search": {"name": "hyperopt", "seed": 7}, "num_samples": 3},
+        }
+    )
     results = exp.tuner(storage_path=str(tmp_path)).fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]
     ran = sorted((r.config["agent"]["lr"], r.config["agent"]["ent_coef"]) for r in results)

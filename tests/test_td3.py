@@ -14,17 +14,25 @@ from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 
-TINY = dict(num_envs=2, unroll_length=8, utd_ratio=0.5, batch_size=16, capacity=80, learning_starts=32,
-            hidden_sizes=(16, 16), normalize_observations=True)
+TINY = dict(
+    num_envs=2,
+    unroll_length=8,
+    utd_ratio=0.5,
+    batch_size=16,
+    capacity=80,
+    learning_starts=32,
+    hidden_sizes=(16, 16),
+    normalize_observations=True,
+)
 UNROLL = 2 * 8
 
 
 def td3_loop(**loop_overrides) -> TrainLoop:
     env = make_env("pendulum")
-    loop = dict(total_timesteps=20_000, timesteps_per_iteration=3 * UNROLL, eval_every=3 * UNROLL, eval_episodes=2,
-                num_seeds=2)
-    return TrainLoop(env, TD3(TD3Config(**TINY), env.observation_space, env.action_space),
-                     LoopConfig(**{**loop, **loop_overrides}))
+    loop = dict(total_timesteps=20_000, timesteps_per_iteration=3 * UNROLL, eval_every=3 * UNROLL, eval_episodes=2, num_seeds=2)
+    return TrainLoop(
+        env, TD3(TD3Config(**TINY), env.observation_space, env.action_space), LoopConfig(**{**loop, **loop_overrides})
+    )
 
 
 def test_split_run_with_restore_is_bit_identical(tmp_path):
@@ -45,15 +53,30 @@ def test_split_run_with_restore_is_bit_identical(tmp_path):
 
 def test_the_actor_and_the_targets_move_on_every_policy_delay_th_step():
     env = make_env("pendulum")
-    agent = TD3(TD3Config(num_envs=2, unroll_length=4, utd_ratio=0.125, batch_size=4, capacity=16, learning_starts=0,
-                          hidden_sizes=(8,), policy_delay=2), env.observation_space, env.action_space)
+    agent = TD3(
+        TD3Config(
+            num_envs=2,
+            unroll_length=4,
+            utd_ratio=0.125,
+            batch_size=4,
+            capacity=16,
+            learning_starts=0,
+            hidden_sizes=(8,),
+            policy_delay=2,
+        ),
+        env.observation_space,
+        env.action_space,
+    )
     assert agent.config.gradient_steps == 1
     state = agent.init(jax.random.PRNGKey(0))
     k = jax.random.split(jax.random.PRNGKey(1), 4)
-    batch = ReplayTransition(obs=jax.random.normal(k[0], (4, 2, 3)),
-                             action=jax.random.uniform(k[1], (4, 2, 1), minval=-1.0, maxval=1.0),
-                             reward=-jax.random.uniform(k[2], (4, 2)), terminated=jnp.zeros((4, 2), bool),
-                             next_obs=jax.random.normal(k[3], (4, 2, 3)))
+    batch = ReplayTransition(
+        obs=jax.random.normal(k[0], (4, 2, 3)),
+        action=jax.random.uniform(k[1], (4, 2, 1), minval=-1.0, maxval=1.0),
+        reward=-jax.random.uniform(k[2], (4, 2)),
+        terminated=jnp.zeros((4, 2), bool),
+        next_obs=jax.random.normal(k[3], (4, 2, 3)),
+    )
     update = jax.jit(agent.update)
     clock = Clock(timestep=jnp.float32(0), horizon=jnp.float32(1_000))
     one, metrics, _ = update(state, batch, jax.random.PRNGKey(2), clock)
@@ -66,16 +89,35 @@ def test_the_actor_and_the_targets_move_on_every_policy_delay_th_step():
     assert np.isfinite(float(metrics["loss/actor"]))
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"env": {"name": "cartpole"}, "agent": {"name": "td3"}, "train": {"total_timesteps": 10_000,
-                                                                       "timesteps_per_iteration": 1_024}},
-     r"agent\.name 'td3' needs a bounded continuous action space \(a 1-D Box\); this env's action space is Discrete"),
-    ({"env": {"name": "pendulum"}, "agent": {"name": "td3", "learning_starts": 20_000},
-      "train": {"total_timesteps": 10_240, "timesteps_per_iteration": 1_024}},
-     r"agent\.learning_starts \(20000\) must be below train\.total_timesteps \(10240\)"),
-    ({"env": {"name": "pendulum"}, "agent": {"name": "td3", "policy_delay": 0},
-      "train": {"total_timesteps": 10_240, "timesteps_per_iteration": 1_024}}, r"agent\.policy_delay must be >= 1"),
-])
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (
+            {
+                "env": {"name": "cartpole"},
+                "agent": {"name": "td3"},
+                "train": {"total_timesteps": 10_000, "timesteps_per_iteration": 1_024},
+            },
+            r"agent\.name 'td3' needs a bounded continuous action space \(a 1-D Box\); this env's action space is Discrete",
+        ),
+        (
+            {
+                "env": {"name": "pendulum"},
+                "agent": {"name": "td3", "learning_starts": 20_000},
+                "train": {"total_timesteps": 10_240, "timesteps_per_iteration": 1_024},
+            },
+            r"agent\.learning_starts \(20000\) must be below train\.total_timesteps \(10240\)",
+        ),
+        (
+            {
+                "env": {"name": "pendulum"},
+                "agent": {"name": "td3", "policy_delay": 0},
+                "train": {"total_timesteps": 10_240, "timesteps_per_iteration": 1_024},
+            },
+            r"agent\.policy_delay must be >= 1",
+        ),
+    ],
+)
 def test_bad_configs_are_refused_in_one_line_before_compiling(config, message):
     assert_refused_before_compiling(config, message)
 
@@ -85,10 +127,12 @@ def test_td3_learns_pendulum_within_20k_steps():
     """Mean greedy evaluation return of 4 seeds reaches -250 within 20k env steps per seed (measured:
     -1037, -323, -148 at 4k, 8k, 12k)."""
     env = make_env("pendulum")
-    agent = TD3(TD3Config(num_envs=4, unroll_length=8, batch_size=128, hidden_sizes=(64, 64), learning_starts=1_000),
-                env.observation_space, env.action_space)
-    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_000, timesteps_per_iteration=4_000, num_seeds=4,
-                                            eval_episodes=8))
+    agent = TD3(
+        TD3Config(num_envs=4, unroll_length=8, batch_size=128, hidden_sizes=(64, 64), learning_starts=1_000),
+        env.observation_space,
+        env.action_space,
+    )
+    loop = TrainLoop(env, agent, LoopConfig(total_timesteps=20_000, timesteps_per_iteration=4_000, num_seeds=4, eval_episodes=8))
     state, history = loop.init(seed=0), []
     while loop.timestep(state) < 20_000:
         state, rows = loop.train(state)

@@ -54,13 +54,20 @@ class Names(tune.Callback):
 @pytest.mark.usefixtures("ray_session")
 def test_tuner_fit_with_a_nested_config_names_trials_readably(tmp_path):
     names = Names()
-    space = corridor_config(env={"name": "corridor", "kwargs": {"max_length": 32, "max_episode_steps": 40},
-                                 "task": {"length": tune.grid_search([4, 8]), "exit_reward": 0.2}})
+    space = corridor_config(
+        env={
+            "name": "corridor",
+            "kwargs": {"max_length": 32, "max_episode_steps": 40},
+            "task": {"length": tune.grid_search([4, 8]), "exit_reward": 0.2},
+        }
+    )
     results = tune.Tuner(
-        AjaxTrainable, param_space=space,
+        AjaxTrainable,
+        param_space=space,
         tune_config=tune.TuneConfig(**trial_names()),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="names", stop={"training_iteration": 1},
-                                  verbose=0, callbacks=[names]),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path), name="names", stop={"training_iteration": 1}, verbose=0, callbacks=[names]
+        ),
     ).fit()
     assert results.num_errors == 0
     assert len(names.seen) == 2

@@ -36,11 +36,17 @@ def test_every_iteration_once_in_order_through_a_killed_trial(tmp_path, monkeypa
     marker = tmp_path / "killed"
     kill = {"class": "tests.support.fault_callbacks:KillOnce", "kwargs": {"marker": str(marker), "at_iteration": 4}}
     tuner = tune.Tuner(
-        AjaxTrainable, param_space=corridor_config(callbacks=[kill]),
+        AjaxTrainable,
+        param_space=corridor_config(callbacks=[kill]),
         tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="record", stop={"training_iteration": 5}, verbose=0,
-                                  failure_config=tune.FailureConfig(max_failures=1),
-                                  checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1, num_to_keep=2)),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="record",
+            stop={"training_iteration": 5},
+            verbose=0,
+            failure_config=tune.FailureConfig(max_failures=1),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1, num_to_keep=2),
+        ),
     )
     results = tuner.fit()
     assert results.num_errors == 0 and marker.exists()  # it was killed, and recovered

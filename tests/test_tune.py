@@ -29,9 +29,13 @@ def fit(trainable, space, tmp_path, name, *, stop=None, checkpoint_every=0, tune
         param_space=space,
         tune_config=tune_config or tune.TuneConfig(trial_dirname_creator=trial_dirname),
         run_config=tune.RunConfig(
-            storage_path=str(tmp_path), name=name, stop=stop, verbose=0,
-            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=checkpoint_every,
-                                                    checkpoint_at_end=bool(checkpoint_every)),
+            storage_path=str(tmp_path),
+            name=name,
+            stop=stop,
+            verbose=0,
+            checkpoint_config=tune.CheckpointConfig(
+                checkpoint_frequency=checkpoint_every, checkpoint_at_end=bool(checkpoint_every)
+            ),
             **run,
         ),
     )
@@ -47,8 +51,16 @@ def rows(result):
 def test_search_grid_and_random_with_asha(tmp_path):
     space = corridor_config(length=8, lr=tune.grid_search([1e-4, 3e-3]), agent={"ent_coef": tune.uniform(0.0, 0.02)})
     asha = ASHAScheduler(time_attr="training_iteration", max_t=6, grace_period=2, reduction_factor=2)
-    results = fit(AjaxTrainable, space, tmp_path, "search", checkpoint_every=2, tune_config=tune.TuneConfig(
-        metric="eval/return_mean", mode="max", num_samples=2, scheduler=asha, trial_dirname_creator=trial_dirname))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "search",
+        checkpoint_every=2,
+        tune_config=tune.TuneConfig(
+            metric="eval/return_mean", mode="max", num_samples=2, scheduler=asha, trial_dirname_creator=trial_dirname
+        ),
+    )
     assert len(results) == 4
     assert sorted(r.config["agent"]["lr"] for r in results) == [1e-4, 1e-4, 3e-3, 3e-3]
     assert len({r.config["agent"]["ent_coef"] for r in results}) == 4  # sampled per trial
@@ -88,10 +100,15 @@ def test_curriculum_on_corridor_grows_and_survives_restore(tmp_path, style):
     if style == "env_task_fn":
         space = corridor_config(length=4, env_task_fn="tests.support.curricula:grow_corridor")
     else:
-        space = corridor_config(length=4, callbacks=[{
-            "class": "ajax_tune.curriculum:ThresholdCurriculum",
-            "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0},
-        }])
+        space = corridor_config(
+            length=4,
+            callbacks=[
+                {
+                    "class": "ajax_tune.curriculum:ThresholdCurriculum",
+                    "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0},
+                }
+            ],
+        )
     promoted = lambda t: min(t + 4, 32)  # both grow by 4 cells up to 32
     results = fit(AjaxTrainable, space, tmp_path, style, stop={"training_iteration": 8}, checkpoint_every=1)
     result = results[0]
@@ -124,13 +141,15 @@ def train_with_runner(config):
             runner.set_task({"length": min(2 * runner.get_task()["length"], 32)})
         with tempfile.TemporaryDirectory() as directory:
             runner.save(directory)
-            tune.report({**result, "task_after": runner.get_task()["length"]},
-                        checkpoint=tune.Checkpoint.from_directory(directory))
+            tune.report(
+                {**result, "task_after": runner.get_task()["length"]}, checkpoint=tune.Checkpoint.from_directory(directory)
+            )
 
 
 def test_function_trainable_with_the_core_object(tmp_path):
-    results = fit(train_with_runner, {"ajax": corridor_config(length=4, train={"num_seeds": 4}), "iterations": 6},
-                  tmp_path, "function")
+    results = fit(
+        train_with_runner, {"ajax": corridor_config(length=4, train={"num_seeds": 4}), "iterations": 6}, tmp_path, "function"
+    )
     df = rows(results[0])
     assert len(df) == 6
     assert df["curriculum/task/length"].tolist()[1:] == df["task_after"].tolist()[:-1]
@@ -145,12 +164,16 @@ def test_curriculum_pays_off_on_a_long_corridor(tmp_path):
     direct training leaves at least one of its seeds taking the door, never reaching the far end
     (3 of the 4 when measured, with raw observations); a curriculum that starts at 4 cells ends with every seed reaching
     it."""
-    ladder = {"class": "ajax_tune.curriculum:ThresholdCurriculum",
-              "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0}}
+    ladder = {
+        "class": "ajax_tune.curriculum:ThresholdCurriculum",
+        "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0},
+    }
     space = corridor_config(
         env={"task": {"length": 32, "exit_reward": 0.2}},
         callbacks=tune.grid_search([[], [ladder]]),
-        agent={"num_envs": 16, "unroll_length": 32}, train={"timesteps_per_iteration": 16 * 32 * 6, "num_seeds": 4})
+        agent={"num_envs": 16, "unroll_length": 32},
+        train={"timesteps_per_iteration": 16 * 32 * 6, "num_seeds": 4},
+    )
     results = fit(AjaxTrainable, space, tmp_path, "payoff", stop={"training_iteration": 12})
     curriculum, direct = sorted((rows(r) for r in results), key=lambda df: "curriculum/level" not in df)
     assert curriculum["curriculum/task/length"].iloc[0] == 4  # the ladder starts short
@@ -182,24 +205,44 @@ def test_pbt_over_lr_schedules_without_recompiling(tmp_path):
     space = corridor_config(
         length=4,
         lr={"kind": "warmup_cosine", "peak": tune.choice([3e-4, 3e-3]), "warmup_fraction": 0.1, "end_fraction": 0.1},
-        callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum",
-                    "kwargs": {"levels": {"length": LEVELS}, "threshold": 1.0}}],
+        callbacks=[
+            {"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": {"length": LEVELS}, "threshold": 1.0}}
+        ],
         train={"total_timesteps": 12 * BUDGET},
     )
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.25,
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.25,
         resample_probability=0.5,
-        hyperparam_mutations={"agent": {"lr": {
-            "peak": tune.loguniform(1e-4, 1e-2),
-            "warmup_fraction": [0.0, 0.1, 0.2],
-            "end_fraction": [0.0, 0.1],
-            "kind": ["warmup_cosine", "cosine", "linear"],
-        }}},
+        hyperparam_mutations={
+            "agent": {
+                "lr": {
+                    "peak": tune.loguniform(1e-4, 1e-2),
+                    "warmup_fraction": [0.0, 0.1, 0.2],
+                    "end_fraction": [0.0, 0.1],
+                    "kind": ["warmup_cosine", "cosine", "linear"],
+                }
+            }
+        },
     )
     collect = CollectResults()
-    results = fit(AjaxTrainable, space, tmp_path, "pbt", stop={"training_iteration": 10}, callbacks=[collect],
-                  tune_config=tune.TuneConfig(metric="curriculum/level", mode="max", num_samples=4, scheduler=pbt,
-                                              reuse_actors=True, trial_dirname_creator=trial_dirname))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "pbt",
+        stop={"training_iteration": 10},
+        callbacks=[collect],
+        tune_config=tune.TuneConfig(
+            metric="curriculum/level",
+            mode="max",
+            num_samples=4,
+            scheduler=pbt,
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+        ),
+    )
     experiment = pathlib.Path(results.experiment_path)
     exploits = [json.loads(line) for line in (experiment / "pbt_global.txt").read_text().splitlines()]
     assert exploits, "PBT never exploited"
@@ -229,11 +272,19 @@ def test_pbt_over_lr_schedules_without_recompiling(tmp_path):
 def test_trial_recovers_from_a_failure_exactly(tmp_path):
     never = tmp_path / "never-fails"
     never.write_text("already failed")
-    callbacks = lambda marker: [{"class": "tests.support.curricula:FailOnce",
-                                 "kwargs": {"marker": str(marker), "at_iteration": 3}}]
+    callbacks = lambda marker: [
+        {"class": "tests.support.curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 3}}
+    ]
     space = corridor_config(length=8, callbacks=tune.grid_search([callbacks(tmp_path / "failed"), callbacks(never)]))
-    results = fit(AjaxTrainable, space, tmp_path, "recovery", stop={"training_iteration": 5}, checkpoint_every=1,
-                  failure_config=tune.FailureConfig(max_failures=1))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "recovery",
+        stop={"training_iteration": 5},
+        checkpoint_every=1,
+        failure_config=tune.FailureConfig(max_failures=1),
+    )
     assert (tmp_path / "failed").exists()  # the failure really happened
     failed, clean = sorted(results, key=lambda r: r.config["callbacks"][0]["kwargs"]["marker"] != str(tmp_path / "failed"))
     for key in ("eval/return_mean", "eval/return_seed0", "eval/return_seed1", "loss/value", "env_steps"):
@@ -252,7 +303,9 @@ def test_trainable_reset_config_leaks_nothing():
     a, b = first.train(), fresh.train()
     assert a["training_iteration"] == b["training_iteration"] == 1
     assert first.runner.loop.compilations == 1  # reset reused the compiled program
-    np.testing.assert_array_equal(np.asarray(first.runner.state.agent.params["policy"]["params"]["Dense_0"]["kernel"]),
-                                  np.asarray(fresh.runner.state.agent.params["policy"]["params"]["Dense_0"]["kernel"]))
+    np.testing.assert_array_equal(
+        np.asarray(first.runner.state.agent.params["policy"]["params"]["Dense_0"]["kernel"]),
+        np.asarray(fresh.runner.state.agent.params["policy"]["params"]["Dense_0"]["kernel"]),
+    )
     first.stop()
     fresh.stop()

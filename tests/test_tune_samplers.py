@@ -33,10 +33,16 @@ def test_search_over_plr_temperature_and_a_restore_that_continues(tmp_path):
     recovers it from its first checkpoint."""
     failing = {"class": "tests.support.curricula:FailOnce", "kwargs": {"marker": str(tmp_path / "failed"), "at_iteration": 2}}
     space = plr_config(tune.grid_search([0.1, 1.0]), callbacks=[failing, "tests.support.curricula:SamplerProbe"])
-    results = fit(AjaxTrainable, space, tmp_path, "plr_search", stop={"training_iteration": 3}, checkpoint_every=1,
-                  failure_config=tune.FailureConfig(max_failures=1),
-                  tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max",
-                                              trial_dirname_creator=trial_dirname))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "plr_search",
+        stop={"training_iteration": 3},
+        checkpoint_every=1,
+        failure_config=tune.FailureConfig(max_failures=1),
+        tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max", trial_dirname_creator=trial_dirname),
+    )
     assert (tmp_path / "failed").exists()  # the failure happened
     by_temperature = {r.config["task_sampler"]["kwargs"]["temperature"]: r for r in results}
     assert sorted(by_temperature) == [0.1, 1.0]
@@ -77,14 +83,29 @@ def test_search_over_plr_temperature_and_a_restore_that_continues(tmp_path):
 
 def test_pbt_exploit_continues_the_donors_sampler(tmp_path):
     pbt = PopulationBasedTraining(
-        time_attr="training_iteration", perturbation_interval=2, quantile_fraction=0.5, synch=True,  # an exploit every time
+        time_attr="training_iteration",
+        perturbation_interval=2,
+        quantile_fraction=0.5,
+        synch=True,  # an exploit every time
         hyperparam_mutations={"task_sampler": {"kwargs": {"temperature": tune.uniform(0.05, 1.0)}}},
     )
     collect = CollectResults()
     space = plr_config(tune.grid_search([0.1, 1.0]), callbacks=["tests.support.curricula:SamplerProbe"])
-    results = fit(AjaxTrainable, space, tmp_path, "plr_pbt", stop={"training_iteration": 4}, callbacks=[collect],
-                  tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max", scheduler=pbt,
-                                              reuse_actors=True, trial_dirname_creator=trial_dirname))
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        "plr_pbt",
+        stop={"training_iteration": 4},
+        callbacks=[collect],
+        tune_config=tune.TuneConfig(
+            metric="eval/heldout/success_rate_mean",
+            mode="max",
+            scheduler=pbt,
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+        ),
+    )
     exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
     assert exploits, "PBT never exploited"
     exploited = 0
@@ -102,8 +123,9 @@ def test_pbt_exploit_continues_the_donors_sampler(tmp_path):
 
 
 def test_rllib_curriculum_fn_drives_corridor_levels_through_tune(tmp_path):
-    space = corridor_config(env={"levels": {"length": [4, 8, 12, 16]}, "level_overflow": "clamp"},
-                            env_task_fn="tests.support.curricula:curriculum_fn")
+    space = corridor_config(
+        env={"levels": {"length": [4, 8, 12, 16]}, "level_overflow": "clamp"}, env_task_fn="tests.support.curricula:curriculum_fn"
+    )
     df = rows(fit(AjaxTrainable, space, tmp_path, "rllib_fn", stop={"training_iteration": 5})[0])
     # `current_task + 1` after every call, held at the last level
     assert df["curriculum/task/length"].tolist() == [4, 8, 12, 16, 16]

@@ -47,10 +47,10 @@ def _decode(path: pathlib.Path) -> tuple[dict, list[dict], list, bool]:
         if BLOCK - pos % BLOCK < HEADER:  # a block's zero-padded tail
             pos += BLOCK - pos % BLOCK
             continue
-        _, length, kind = struct.unpack("<IHB", data[pos:pos + HEADER])
+        _, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
         if pos + HEADER + length > len(data):
             break  # a record still being written
-        chunk += data[pos + HEADER:pos + HEADER + length]
+        chunk += data[pos + HEADER : pos + HEADER + length]
         pos += HEADER + length
         if kind not in (1, 4):  # FIRST or MIDDLE of a record spanning blocks
             continue
@@ -114,11 +114,18 @@ def test_reinit_is_what_the_installed_wandb_takes_without_a_warning(wandb_env, t
 @pytest.mark.usefixtures("ray_session")
 def test_tune_run_logs_every_iteration_against_env_steps(wandb_env, tmp_path):
     callback = wandb_callback(project="ajax-tune-test", mode="offline")
-    space = corridor_config(length=4, callbacks=[{
-        "class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": LEVELS, "threshold": 1.0}}])
-    results = tune.Tuner(AjaxTrainable, param_space=space, tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
-                         run_config=tune.RunConfig(storage_path=str(tmp_path / "results"), name="wandb",
-                                                   stop={"training_iteration": 3}, verbose=0, callbacks=[callback])).fit()
+    space = corridor_config(
+        length=4,
+        callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": LEVELS, "threshold": 1.0}}],
+    )
+    results = tune.Tuner(
+        AjaxTrainable,
+        param_space=space,
+        tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path / "results"), name="wandb", stop={"training_iteration": 3}, verbose=0, callbacks=[callback]
+        ),
+    ).fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]
     result = results[0]
     trial_id = result.metrics["trial_id"]
@@ -155,9 +162,21 @@ class ListQueue:
 def log_in_process(actor_cls, results, directory: pathlib.Path, run_id: str):
     """The logging actor's `run`, in this process, fed a fixed queue."""
     items = [(compat.wandb_queue_item("RESULT"), r) for r in results] + [(compat.wandb_queue_item("END"), None)]
-    actor = actor_cls(logdir=str(directory), queue=ListQueue(items), exclude=["done"], to_config=["trial_id"],
-                      id=run_id, name=run_id, project="ajax-tune-test", mode="offline", dir=str(directory),
-                      reinit=True, resume=False, allow_val_change=True, config={"agent": {"lr": 1e-3}})
+    actor = actor_cls(
+        logdir=str(directory),
+        queue=ListQueue(items),
+        exclude=["done"],
+        to_config=["trial_id"],
+        id=run_id,
+        name=run_id,
+        project="ajax-tune-test",
+        mode="offline",
+        dir=str(directory),
+        reinit=True,
+        resume=False,
+        allow_val_change=True,
+        config={"agent": {"lr": 1e-3}},
+    )
     actor.run()
     (run_dir,) = (directory / "wandb").glob(f"offline-run-*-{run_id}")
     return read_offline_run(run_dir)
@@ -167,8 +186,18 @@ def test_pbt_rewinds_drop_no_row_and_mutations_reach_the_config(wandb_env, tmp_p
     """An exploit at iteration 3 rewinds to the donor's iteration 2 with a mutated lr."""
     monkeypatch.chdir(tmp_path)  # the actor changes directory; this restores it
     lineage = [(1, 1e-3), (2, 1e-3), (3, 1e-3), (3, 4e-3), (4, 4e-3)]  # (iteration of the lineage, lr)
-    results = [{"training_iteration": it, "env_steps": it * BUDGET, "timesteps_this_iter": BUDGET, "lr": lr,
-                "config": {"agent": {"lr": lr}}, "trial_id": "pbt", "done": False} for it, lr in lineage]
+    results = [
+        {
+            "training_iteration": it,
+            "env_steps": it * BUDGET,
+            "timesteps_this_iter": BUDGET,
+            "lr": lr,
+            "config": {"agent": {"lr": lr}},
+            "trial_id": "pbt",
+            "done": False,
+        }
+        for it, lr in lineage
+    ]
     results[3]["training_iteration"] = 2  # Tune reports the donor's count, plus one, after an exploit
     results[4]["training_iteration"] = 3
 

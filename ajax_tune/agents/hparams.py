@@ -65,8 +65,7 @@ def init_hparams(config: Any):
 def replace_hparams(hp, config: Any):
     """`hp` with the values of `config`, keeping every array's shape and dtype (so the state
     still fits the compiled program)."""
-    return jax.tree.map(lambda old, new: jnp.broadcast_to(new, jnp.shape(old)).astype(old.dtype),
-                        hp, init_hparams(config))
+    return jax.tree.map(lambda old, new: jnp.broadcast_to(new, jnp.shape(old)).astype(old.dtype), hp, init_hparams(config))
 
 
 def scheduled(schedule: ScheduleParams, clock: Clock) -> jax.Array:
@@ -86,7 +85,8 @@ class Optimizer:
 
     def __init__(self, eps: float = 1e-8):
         self.tx = optax.inject_hyperparams(_adam_with_clipping, static_args=("eps",))(
-            learning_rate=0.0, max_grad_norm=1.0, eps=eps)
+            learning_rate=0.0, max_grad_norm=1.0, eps=eps
+        )
 
     def init(self, params) -> optax.OptState:
         return self.tx.init(params)
@@ -104,6 +104,5 @@ class Optimizer:
 
 def all_finite(tree) -> jax.Array:
     """True when every floating leaf of `tree` is finite (one fused reduction)."""
-    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)
-              if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
     return jnp.all(jnp.stack(leaves)) if leaves else jnp.ones((), jnp.bool_)

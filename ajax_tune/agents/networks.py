@@ -55,8 +55,7 @@ class TwinQ:
     def init(self, key_1: jax.Array, key_2: jax.Array, obs: jax.Array, action: jax.Array):
         # Two separate initialisations, stacked: vmapping the orthogonal initialiser would batch
         # LAPACK's QR (see the loop's note on init).
-        return jax.tree.map(lambda a, b: jnp.stack([a, b]), self.net.init(key_1, obs, action),
-                            self.net.init(key_2, obs, action))
+        return jax.tree.map(lambda a, b: jnp.stack([a, b]), self.net.init(key_1, obs, action), self.net.init(key_2, obs, action))
 
     def __call__(self, params, obs: jax.Array, action: jax.Array) -> jax.Array:
         return jax.vmap(self.net.apply, in_axes=(0, None, None))(params, obs, action)

@@ -43,8 +43,9 @@ class OffPolicyConfig:
     utd_ratio: float = static(1.0, gt=0.0, doc="gradient steps per env step (update-to-data ratio)")
     batch_size: int = static(256, ge=1, doc="transitions per gradient step")
     capacity: int = static(100_000, ge=1, doc="replay buffer size per seed, in transitions")
-    learning_starts: int = static(1_000, ge=0, doc="env steps per seed of uniform random actions, without "
-                                                   "gradient steps, before learning begins")
+    learning_starts: int = static(
+        1_000, ge=0, doc="env steps per seed of uniform random actions, without gradient steps, before learning begins"
+    )
 
     def __post_init__(self):
         validate(self, "agent")
@@ -52,7 +53,8 @@ class OffPolicyConfig:
         if self.capacity < per_update:
             raise ConfigError(
                 f"agent.capacity ({self.capacity}) must hold at least one unroll of num_envs * unroll_length = "
-                f"{self.num_envs} * {self.unroll_length} = {per_update} transitions")
+                f"{self.num_envs} * {self.unroll_length} = {per_update} transitions"
+            )
         if self.batch_size > self.capacity:
             raise ConfigError(f"agent.batch_size ({self.batch_size}) must not exceed agent.capacity ({self.capacity})")
         steps = self.utd_ratio * per_update
@@ -60,7 +62,8 @@ class OffPolicyConfig:
             raise ConfigError(
                 f"agent.utd_ratio ({self.utd_ratio}) times num_envs * unroll_length ({self.num_envs} * "
                 f"{self.unroll_length} = {per_update}) must be a whole number of gradient steps per update "
-                f"(>= 1), got {steps:g}")
+                f"(>= 1), got {steps:g}"
+            )
 
     @property
     def gradient_steps(self) -> int:
@@ -90,10 +93,15 @@ class OffPolicyState:
 
 
 def check_bounded_box(agent: str, action_space) -> None:
-    if not (isinstance(action_space, gymnasium.spaces.Box) and len(action_space.shape) == 1
-            and np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))):
-        raise ConfigError(f"agent.name {agent!r} needs a bounded continuous action space (a 1-D Box); "
-                          f"this env's action space is {action_space}")
+    if not (
+        isinstance(action_space, gymnasium.spaces.Box)
+        and len(action_space.shape) == 1
+        and np.all(np.isfinite(action_space.low))
+        and np.all(np.isfinite(action_space.high))
+    ):
+        raise ConfigError(
+            f"agent.name {agent!r} needs a bounded continuous action space (a 1-D Box); this env's action space is {action_space}"
+        )
 
 
 def twin_critic_loss(critic_params, critic_fn, obs, action, target):
@@ -109,8 +117,7 @@ class OffPolicyAgent(AgentBase):
     #: what `learn` reports (averaged over its gradient steps): NaN before learning starts
     learn_keys: tuple[str, ...] = ()
 
-    def __init__(self, config: OffPolicyConfig, observation_space: gymnasium.spaces.Box,
-                 action_example: jax.ShapeDtypeStruct):
+    def __init__(self, config: OffPolicyConfig, observation_space: gymnasium.spaces.Box, action_example: jax.ShapeDtypeStruct):
         """`action_example`: the shape and dtype of one stored action (a shape, not an array, so that
         building an agent, as `Runner.check` does, starts no JAX backend)."""
         super().__init__(config)
@@ -119,30 +126,48 @@ class OffPolicyAgent(AgentBase):
         self.optimizer = Optimizer()
         self.obs_norm = RunningNormalizer(self.obs_shape, config.normalize_observations)
         obs = jax.ShapeDtypeStruct(self.obs_shape, jnp.float32)
-        example = ReplayTransition(obs=obs, action=action_example, reward=jax.ShapeDtypeStruct((), jnp.float32),
-                                   terminated=jax.ShapeDtypeStruct((), jnp.bool_), next_obs=obs)
+        example = ReplayTransition(
+            obs=obs,
+            action=action_example,
+            reward=jax.ShapeDtypeStruct((), jnp.float32),
+            terminated=jax.ShapeDtypeStruct((), jnp.bool_),
+            next_obs=obs,
+        )
         self.buffer = ReplayBuffer(config.capacity, config.batch_size, example)
 
     def check_run(self, train) -> None:
         if self.config.learning_starts >= train.total_timesteps:
             raise ConfigError(
                 f"agent.learning_starts ({self.config.learning_starts}) must be below train.total_timesteps "
-                f"({train.total_timesteps}): the run would be over before the agent learns")
+                f"({train.total_timesteps}): the run would be over before the agent learns"
+            )
 
     def initial_fields(self) -> dict[str, Any]:
         """The state's fields every off-policy agent starts alike; `init` adds the networks."""
-        return dict(buffer=self.buffer.init(), obs_norm=self.obs_norm.init(), timestep=jnp.zeros((), jnp.float32),
-                    horizon=jnp.ones((), jnp.float32),  # progress is 0 at timestep 0 whatever the horizon
-                    hp=init_hparams(self.config))
+        return dict(
+            buffer=self.buffer.init(),
+            obs_norm=self.obs_norm.init(),
+            timestep=jnp.zeros((), jnp.float32),
+            horizon=jnp.ones((), jnp.float32),  # progress is 0 at timestep 0 whatever the horizon
+            hp=init_hparams(self.config),
+        )
 
     def health(self, state: OffPolicyState, metrics: dict) -> dict[str, jax.Array]:
         learning = state.timestep >= self.config.learning_starts  # the losses are NaN until then, by design
-        return {"params": all_finite((state.params, state.target_params)), "opt_state": all_finite(state.opt_state),
-                "loss": all_finite({k: metrics[k] for k in self.learn_keys}) | ~learning}
+        return {
+            "params": all_finite((state.params, state.target_params)),
+            "opt_state": all_finite(state.opt_state),
+            "loss": all_finite({k: metrics[k] for k in self.learn_keys}) | ~learning,
+        }
 
     def transition(self, obs, action, extras, next_state) -> ReplayTransition:
-        return ReplayTransition(obs=obs, action=self.stored_action(action, extras), reward=next_state.reward,
-                                terminated=next_state.terminated, next_obs=next_state.obs)
+        return ReplayTransition(
+            obs=obs,
+            action=self.stored_action(action, extras),
+            reward=next_state.reward,
+            terminated=next_state.terminated,
+            next_obs=next_state.obs,
+        )
 
     def stored_action(self, action: jax.Array, extras: dict) -> jax.Array:
         """The action as the learner replays it (the env's by default)."""
@@ -160,9 +185,14 @@ class OffPolicyAgent(AgentBase):
         lr = scheduled(state.hp.lr, clock)
         learning = clock.timestep + self.steps_per_update >= self.config.learning_starts
         state, metrics, signal = jax.lax.cond(
-            learning, lambda: self.learn(state, fresh, key, lr), lambda: self._store_only(state))
-        metrics = {**metrics, **self.setting_metrics(state, clock), "lr": lr,
-                   "replay/size": self.buffer.size(state.buffer).astype(jnp.float32)}
+            learning, lambda: self.learn(state, fresh, key, lr), lambda: self._store_only(state)
+        )
+        metrics = {
+            **metrics,
+            **self.setting_metrics(state, clock),
+            "lr": lr,
+            "replay/size": self.buffer.size(state.buffer).astype(jnp.float32),
+        }
         return state, metrics, signal
 
     def learn(self, state: OffPolicyState, fresh: ReplayTransition, key, lr) -> tuple[OffPolicyState, dict, jax.Array]:

@@ -26,8 +26,8 @@ class ReplayBuffer:
         self.capacity, self.batch_size = int(capacity), int(batch_size)
         self.example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), np.dtype(x.dtype)), example)
         self._buffer = flashbax.make_item_buffer(
-            max_length=self.capacity, min_length=1, sample_batch_size=self.batch_size,
-            add_sequences=True, add_batches=False)
+            max_length=self.capacity, min_length=1, sample_batch_size=self.batch_size, add_sequences=True, add_batches=False
+        )
 
     def init(self):
         return self._buffer.init(jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), self.example))

@@ -25,8 +25,17 @@ from ajax_tune.curriculum.member import Curriculum, CurriculumError
 from ajax_tune.levels import level_list
 from ajax_tune.task_control import EnvContext, TaskControl, TaskSettableEnv
 
-__all__ = ["Callback", "Curriculum", "CurriculumError", "EnvContext", "TaskControl", "TaskSettableEnv",
-           "ThresholdCurriculum", "grow_when_solved", "make_callback"]
+__all__ = [
+    "Callback",
+    "Curriculum",
+    "CurriculumError",
+    "EnvContext",
+    "TaskControl",
+    "TaskSettableEnv",
+    "ThresholdCurriculum",
+    "grow_when_solved",
+    "make_callback",
+]
 
 
 class Callback:
@@ -102,8 +111,10 @@ class ThresholdCurriculum(Callback):
     def on_train_result(self, control, result):
         value = result.get(self.metric)
         if value is None:
-            raise KeyError(f"ThresholdCurriculum: metric {self.metric!r} is not in the result; "
-                           f"available: {sorted(k for k in result if '/' in k)}")
+            raise KeyError(
+                f"ThresholdCurriculum: metric {self.metric!r} is not in the result; "
+                f"available: {sorted(k for k in result if '/' in k)}"
+            )
         if math.isnan(value):
             return
         self.above = self.above + 1 if value >= self.threshold else 0

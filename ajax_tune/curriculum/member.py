@@ -34,8 +34,16 @@ class CurriculumError(RuntimeError):
 
 
 class Curriculum:
-    def __init__(self, control: TaskControl, env_ctx: EnvContext, *, env_task_fn: Callable | None = None,
-                 callbacks: Sequence = (), sampler: TaskSampler | None = None, histogram: TaskHistogram | None = None):
+    def __init__(
+        self,
+        control: TaskControl,
+        env_ctx: EnvContext,
+        *,
+        env_task_fn: Callable | None = None,
+        callbacks: Sequence = (),
+        sampler: TaskSampler | None = None,
+        histogram: TaskHistogram | None = None,
+    ):
         self.control, self.env_ctx = control, env_ctx
         self.env_task_fn, self.callbacks = env_task_fn, list(callbacks)
         self.sampler, self.histogram = sampler, histogram
@@ -94,21 +102,23 @@ class Curriculum:
 
     def get_state(self) -> dict:
         """What a checkpoint keeps: each callback's state and the sampler's (JSON)."""
-        return {"callbacks": [_call(cb, "get_state", {}) for cb in self.callbacks],
-                "sampler": None if self.sampler is None else self.sampler.get_state()}
+        return {
+            "callbacks": [_call(cb, "get_state", {}) for cb in self.callbacks],
+            "sampler": None if self.sampler is None else self.sampler.get_state(),
+        }
 
     def set_state(self, saved: Mapping, where: Any) -> None:
         """The state a checkpoint at `where` kept; refused whole when it does not fit these
         callbacks and sampler."""
         states = saved.get("callbacks", [])
         if len(states) != len(self.callbacks):
-            raise CheckpointError(f"{where} holds the state of {len(states)} callback(s); this config has "
-                                  f"{len(self.callbacks)}")
+            raise CheckpointError(f"{where} holds the state of {len(states)} callback(s); this config has {len(self.callbacks)}")
         sampler_state = saved.get("sampler")
         if (sampler_state is None) != (self.sampler is None):
             raise CheckpointError(
                 f"{where} {'holds no' if sampler_state is None else 'holds a'} task sampler's state; this "
-                f"config has {'one' if self.sampler is not None else 'none'}")
+                f"config has {'one' if self.sampler is not None else 'none'}"
+            )
         if self.sampler is not None:
             self.sampler.set_state(sampler_state)
         for cb, state in zip(self.callbacks, states):
@@ -144,9 +154,11 @@ class Curriculum:
     def _step(self, who: str, result: dict, verb: str):
         """Errors of a curriculum name it and the iteration, and say that the iteration had
         trained: the trial holds its state, but its result is not reported."""
-        where = (f"iteration {self.control.iteration} (trained to env_steps {result['env_steps']}; the runner "
-                 f"keeps that state and the previous task, but the result is not reported, and a Tune trial "
-                 f"retried after this error restarts from its last checkpoint)")
+        where = (
+            f"iteration {self.control.iteration} (trained to env_steps {result['env_steps']}; the runner "
+            f"keeps that state and the previous task, but the result is not reported, and a Tune trial "
+            f"retried after this error restarts from its last checkpoint)"
+        )
         try:
             yield
         except TaskError as exc:

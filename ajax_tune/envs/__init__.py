@@ -5,6 +5,17 @@ from ajax_tune.envs.registry import make_env, register, registered_envs
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 
 __all__ = [
-    "Env", "EnvState", "Episode", "EpisodeWrapper", "Task", "TaskError", "TaskField", "VecEnv",
-    "flatten_task", "make_env", "register", "registered_envs", "validate_task",
+    "Env",
+    "EnvState",
+    "Episode",
+    "EpisodeWrapper",
+    "Task",
+    "TaskError",
+    "TaskField",
+    "VecEnv",
+    "flatten_task",
+    "make_env",
+    "register",
+    "registered_envs",
+    "validate_task",
 ]

@@ -159,15 +159,11 @@ def validate_task(
     expected = ", ".join(f"{k}: {f.describe()}" for k, f in spec.items()) or "no fields"
     if not isinstance(task, Mapping):
         raise TaskError(
-            f"{env_name}: a task must be a mapping of field name to value ({{{expected}}}), "
-            f"got {type(task).__name__}"
+            f"{env_name}: a task must be a mapping of field name to value ({{{expected}}}), got {type(task).__name__}"
         )
     unknown = sorted(set(task) - set(spec))
     if unknown:
-        raise TaskError(
-            f"{env_name}: unknown task field(s) {unknown}; the task of {env_name} has "
-            f"{{{expected}}}"
-        )
+        raise TaskError(f"{env_name}: unknown task field(s) {unknown}; the task of {env_name} has {{{expected}}}")
     out: dict[str, np.ndarray] = {}
     for name, field in spec.items():
         if name in task:

@@ -116,9 +116,7 @@ class BraxEnv(Env):
         # literal 1.0); make every leaf a strongly typed array so the state has the same type
         # before and after a step, as scan carries and `where` between states need.
         brax_state = jax.tree.map(lambda x: jnp.asarray(x, jnp.asarray(x).dtype), brax_state)
-        brax_state = brax_state.replace(
-            reward=brax_state.reward.astype(jnp.float32), done=brax_state.done.astype(jnp.float32)
-        )
+        brax_state = brax_state.replace(reward=brax_state.reward.astype(jnp.float32), done=brax_state.done.astype(jnp.float32))
         obs = jnp.asarray(brax_state.obs, jnp.float32)
         if base is None:
             return EnvState.create(obs=obs, task=task, physics=brax_state)

@@ -50,8 +50,9 @@ class CartPole(Env):
         self.observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
         self.action_space = gymnasium.spaces.Discrete(2)  # 0: push left, 1: push right
         self.task_spec = {
-            "pole_length": TaskField(default=0.5, low=0.1, high=2.0,
-                                     doc="half the pole's length (gymnasium's `length`); shorter poles fall faster"),
+            "pole_length": TaskField(
+                default=0.5, low=0.1, high=2.0, doc="half the pole's length (gymnasium's `length`); shorter poles fall faster"
+            ),
             "force_mag": TaskField(default=10.0, low=1.0, high=30.0, doc="magnitude of the push on the cart"),
             "gravity": TaskField(default=9.8, low=0.0, high=20.0, doc="gravitational acceleration pulling the pole down"),
         }
@@ -70,16 +71,16 @@ class CartPole(Env):
         total_mass = MASSPOLE + MASSCART
         polemass_length = MASSPOLE * length
         temp = (force + polemass_length * jnp.square(theta_dot) * sintheta) / total_mass
-        thetaacc = (gravity * sintheta - costheta * temp) / (
-            length * (4.0 / 3.0 - MASSPOLE * jnp.square(costheta) / total_mass)
-        )
+        thetaacc = (gravity * sintheta - costheta * temp) / (length * (4.0 / 3.0 - MASSPOLE * jnp.square(costheta) / total_mass))
         xacc = temp - polemass_length * thetaacc * costheta / total_mass
-        physics = jnp.stack([
-            x + TAU * x_dot,
-            x_dot + TAU * xacc,
-            theta + TAU * theta_dot,
-            theta_dot + TAU * thetaacc,
-        ]).astype(jnp.float32)
+        physics = jnp.stack(
+            [
+                x + TAU * x_dot,
+                x_dot + TAU * xacc,
+                theta + TAU * theta_dot,
+                theta_dot + TAU * thetaacc,
+            ]
+        ).astype(jnp.float32)
         terminated = (jnp.abs(physics[0]) >= X_END) | (jnp.abs(physics[2]) >= THETA_END)
         return state.replace(
             obs=physics,

@@ -38,11 +38,17 @@ class Corridor(Env):
         self.action_space = gymnasium.spaces.Discrete(2)  # 0: left, 1: right
         self.task_spec = {
             "length": TaskField(
-                default=default_length, low=1, high=max_length, dtype=np.int32,
+                default=default_length,
+                low=1,
+                high=max_length,
+                dtype=np.int32,
                 doc="cells between the start and the goal",
             ),
             "exit_reward": TaskField(
-                default=0.0, low=0.0, high=1.0, dtype=np.float32,
+                default=0.0,
+                low=0.0,
+                high=1.0,
+                dtype=np.float32,
                 doc="reward for leaving through the start; 0 keeps the door closed (a wall)",
             ),
         }

@@ -88,13 +88,11 @@ class GymnaxEnv(Env):
         if isinstance(gymnax_id, str):
             if gymnax_id not in gymnax.registered_envs:
                 hint = did_you_mean(f"gymnax/{gymnax_id}", [f"gymnax/{name}" for name in gymnax.registered_envs])
-                raise KeyError(f"unknown gymnax env {gymnax_id!r}{hint} gymnax has: "
-                               f"{', '.join(gymnax.registered_envs)}")
+                raise KeyError(f"unknown gymnax env {gymnax_id!r}{hint} gymnax has: {', '.join(gymnax.registered_envs)}")
             env, params = gymnax.make(gymnax_id, **gymnax_kwargs)
         else:
             if gymnax_kwargs:
-                raise TypeError(f"keyword arguments {sorted(gymnax_kwargs)} are for gymnax.make; "
-                                f"this env is already built")
+                raise TypeError(f"keyword arguments {sorted(gymnax_kwargs)} are for gymnax.make; this env is already built")
             env, params = gymnax_id, gymnax_id.default_params
             gymnax_id = env.name
         self.name = f"gymnax/{gymnax_id}"
@@ -128,18 +126,24 @@ class GymnaxEnv(Env):
         unknown = sorted(set(bounds) - set(traceable))
         if unknown:
             hint = did_you_mean(unknown[0], traceable)
-            raise ValueError(f"{self.name}: task_bounds names {unknown}, which are not task fields{hint} "
-                             f"Task fields: {', '.join(traceable) or 'none'}")
+            raise ValueError(
+                f"{self.name}: task_bounds names {unknown}, which are not task fields{hint} "
+                f"Task fields: {', '.join(traceable) or 'none'}"
+            )
         spec = {}
         for name in traceable:
             default = candidates[name]
             low, high = bounds[name] if name in bounds else default_bounds(default)
             if not low <= default.min() <= default.max() <= high:
-                raise ValueError(f"{self.name}: task_bounds for {name!r} are [{low}, {high}], which leave out "
-                                 f"its default {default.tolist()}")
+                raise ValueError(
+                    f"{self.name}: task_bounds for {name!r} are [{low}, {high}], which leave out its default {default.tolist()}"
+                )
             spec[name] = TaskField(
                 default=default.item() if default.ndim == 0 else tuple(default.tolist()),
-                low=float(low), high=float(high), dtype=_task_dtype(default), shape=default.shape,
+                low=float(low),
+                high=float(high),
+                dtype=_task_dtype(default),
+                shape=default.shape,
                 doc=f"gymnax EnvParams.{name}",
             )
         return spec

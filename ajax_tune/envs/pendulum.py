@@ -34,8 +34,9 @@ class Pendulum(Env):
         self.action_space = gymnasium.spaces.Box(-ACTION_BOUND, ACTION_BOUND, (1,), np.float32)
         self.task_spec = {
             # Above the action space's bound a larger limit could never be reached.
-            "max_torque": TaskField(default=2.0, low=0.0, high=ACTION_BOUND,
-                                    doc="torque the motor can apply; actions are clipped to it"),
+            "max_torque": TaskField(
+                default=2.0, low=0.0, high=ACTION_BOUND, doc="torque the motor can apply; actions are clipped to it"
+            ),
             "gravity": TaskField(default=10.0, low=0.0, high=20.0, doc="gravitational acceleration pulling the pendulum down"),
             "mass": TaskField(default=1.0, low=0.1, high=5.0, doc="mass of the pendulum"),
             "length": TaskField(default=1.0, low=0.1, high=5.0, doc="length of the pendulum"),

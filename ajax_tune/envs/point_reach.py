@@ -51,11 +51,17 @@ class PointReach(Env):
         self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)  # force along x, y
         self.task_spec = {
             "distance": TaskField(
-                default=default_distance, low=0.05, high=5.0, dtype=np.float32,
+                default=default_distance,
+                low=0.05,
+                high=5.0,
+                dtype=np.float32,
                 doc="initial distance from the point to the target",
             ),
             "radius": TaskField(
-                default=default_radius, low=0.01, high=2.0, dtype=np.float32,
+                default=default_radius,
+                low=0.01,
+                high=2.0,
+                dtype=np.float32,
                 doc="how close the point must come to the target to succeed",
             ),
         }

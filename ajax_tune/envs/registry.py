@@ -33,13 +33,18 @@ def _gymnax(env_id: str) -> Callable[..., Env]:
 
 
 # built-ins as import paths, imported when first named
-ENVS = Registry("env.name", {
-    "cartpole": "ajax_tune.envs.cartpole:CartPole",
-    "pendulum": "ajax_tune.envs.pendulum:Pendulum",
-    "corridor": "ajax_tune.envs.corridor:Corridor",
-    "point_reach": "ajax_tune.envs.point_reach:PointReach",
-}, imports="module:factory", unknown="unknown env",
-    prefixes={f"{BRAX_PREFIX}<name>": _brax, f"{GYMNAX_PREFIX}<id>": _gymnax})
+ENVS = Registry(
+    "env.name",
+    {
+        "cartpole": "ajax_tune.envs.cartpole:CartPole",
+        "pendulum": "ajax_tune.envs.pendulum:Pendulum",
+        "corridor": "ajax_tune.envs.corridor:Corridor",
+        "point_reach": "ajax_tune.envs.point_reach:PointReach",
+    },
+    imports="module:factory",
+    unknown="unknown env",
+    prefixes={f"{BRAX_PREFIX}<name>": _brax, f"{GYMNAX_PREFIX}<id>": _gymnax},
+)
 
 
 def register(name: str, factory: Callable[..., Env], *, overwrite: bool = False) -> None:
@@ -47,8 +52,7 @@ def register(name: str, factory: Callable[..., Env], *, overwrite: bool = False)
     if not overwrite and name in ENVS.entries:
         raise ValueError(f"an env named {name!r} is already registered; pass overwrite=True to replace it")
     if is_import_path(name) or name.startswith((BRAX_PREFIX, GYMNAX_PREFIX)):
-        raise ValueError(f"{name!r} cannot be registered: ':' marks an import path, and the brax/ and gymnax/ "
-                         f"prefixes are taken")
+        raise ValueError(f"{name!r} cannot be registered: ':' marks an import path, and the brax/ and gymnax/ prefixes are taken")
     ENVS.entries[name] = factory
 
 

@@ -27,8 +27,17 @@ from ajax_tune.samplers.uniform import Uniform
 SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "plr": PrioritizedLevelReplay}
 _REGISTRY = Registry("task_sampler", SAMPLERS, imports="module:Class", unknown="task_sampler: unknown sampler")
 
-__all__ = ["SAMPLERS", "EnvStats", "LearningProgress", "PrioritizedLevelReplay", "TaskHistogram", "TaskSampler",
-           "TaskSpace", "Uniform", "make_sampler"]
+__all__ = [
+    "SAMPLERS",
+    "EnvStats",
+    "LearningProgress",
+    "PrioritizedLevelReplay",
+    "TaskHistogram",
+    "TaskSampler",
+    "TaskSpace",
+    "Uniform",
+    "make_sampler",
+]
 
 
 def make_sampler(spec: Any) -> TaskSampler:
@@ -40,8 +49,10 @@ def make_sampler(spec: Any) -> TaskSampler:
     if isinstance(spec, Mapping):
         check_keys(spec, ("name", "class", "kwargs"), "task_sampler.")
         if ("name" in spec) == ("class" in spec):
-            raise ConfigError(f"task_sampler needs exactly one of 'name' ({', '.join(SAMPLERS)}) or 'class' "
-                              f"('module:Class'), and optional 'kwargs'; got keys {sorted(spec)}")
+            raise ConfigError(
+                f"task_sampler needs exactly one of 'name' ({', '.join(SAMPLERS)}) or 'class' "
+                f"('module:Class'), and optional 'kwargs'; got keys {sorted(spec)}"
+            )
         kwargs = spec.get("kwargs") or {}
         if not isinstance(kwargs, Mapping):
             raise ConfigError(f"task_sampler.kwargs must be a mapping, got {kwargs!r}")

@@ -113,8 +113,9 @@ class TaskSampler:
             raise RuntimeError(f"{type(self).__name__} is not bound to an env: call bind(env) first")
 
 
-def check_number(where: str, name: str, value: Any, *, low: float, high: float = math.inf,
-                 low_open: bool = False, integer: bool = False) -> Any:
+def check_number(
+    where: str, name: str, value: Any, *, low: float, high: float = math.inf, low_open: bool = False, integer: bool = False
+) -> Any:
     """A hyperparameter in its range, or a one-line ConfigError naming it."""
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or not math.isfinite(value):
@@ -139,15 +140,21 @@ def normalized_entropy(p: np.ndarray) -> float:
 def _rng_state(rng: np.random.Generator) -> dict:
     # PCG64's 128-bit integers as strings: exact through any JSON reader.
     state = rng.bit_generator.state
-    return {"bit_generator": state["bit_generator"],
-            "state": {k: str(v) for k, v in state["state"].items()},
-            "has_uint32": int(state["has_uint32"]), "uinteger": int(state["uinteger"])}
+    return {
+        "bit_generator": state["bit_generator"],
+        "state": {k: str(v) for k, v in state["state"].items()},
+        "has_uint32": int(state["has_uint32"]),
+        "uinteger": int(state["uinteger"]),
+    }
 
 
 def _rng_from_state(saved: Mapping) -> dict:
-    return {"bit_generator": saved["bit_generator"],
-            "state": {k: int(v) for k, v in saved["state"].items()},
-            "has_uint32": int(saved["has_uint32"]), "uinteger": int(saved["uinteger"])}
+    return {
+        "bit_generator": saved["bit_generator"],
+        "state": {k: int(v) for k, v in saved["state"].items()},
+        "has_uint32": int(saved["has_uint32"]),
+        "uinteger": int(saved["uinteger"]),
+    }
 
 
 def tasks_to_json(tasks: Mapping[str, np.ndarray]) -> dict[str, list]:

@@ -37,18 +37,33 @@ class LearningProgress(TaskSampler):
     - `uniform_share`: the share of probability spread evenly over all bins.
     """
 
-    def __init__(self, space=None, levels=None, *, bins=8, metric: str = "success", return_range=None,
-                 fast: float = 0.5, slow: float = 0.1, uniform_share: float = 0.2, seed: int = 0):
+    def __init__(
+        self,
+        space=None,
+        levels=None,
+        *,
+        bins=8,
+        metric: str = "success",
+        return_range=None,
+        fast: float = 0.5,
+        slow: float = 0.1,
+        uniform_share: float = 0.2,
+        seed: int = 0,
+    ):
         super().__init__(space, levels, bins=bins, seed=seed)
         where = "task_sampler (LearningProgress)"
         if metric not in METRICS:
             raise ConfigError(f"{where}: metric must be one of {list(METRICS)}, got {metric!r}")
         if metric == "return" and (
-                not isinstance(return_range, (list, tuple)) or len(return_range) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in return_range)
-                or not return_range[0] < return_range[1]):
-            raise ConfigError(f"{where}: metric 'return' needs return_range: [low, high] with low < high "
-                              f"(the returns mapped to 0 and 1), got {return_range!r}")
+            not isinstance(return_range, (list, tuple))
+            or len(return_range) != 2
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in return_range)
+            or not return_range[0] < return_range[1]
+        ):
+            raise ConfigError(
+                f"{where}: metric 'return' needs return_range: [low, high] with low < high "
+                f"(the returns mapped to 0 and 1), got {return_range!r}"
+            )
         self.metric = metric
         self.return_range = None if return_range is None else (float(return_range[0]), float(return_range[1]))
         self.fast = float(check_number(where, "fast", fast, low=0.0, high=1.0, low_open=True))
@@ -59,8 +74,10 @@ class LearningProgress(TaskSampler):
 
     def bind(self, env, base=None, env_levels=None):
         if self.metric == "success" and not env.has_success:
-            raise ConfigError(f"task_sampler (LearningProgress): metric 'success' needs an env that reports success, "
-                              f"and {env.name} does not; use metric: return with a return_range")
+            raise ConfigError(
+                f"task_sampler (LearningProgress): metric 'success' needs an env that reports success, "
+                f"and {env.name} does not; use metric: return with a return_range"
+            )
         return super().bind(env, base=base, env_levels=env_levels)
 
     def _bound(self):
@@ -80,8 +97,10 @@ class LearningProgress(TaskSampler):
         if self.metric == "success":
             done = (bins >= 0) & (stats.episodes > 0)
             if done.any() and np.all(np.isnan(stats.success_sum[done])):
-                raise ValueError("LearningProgress with metric 'success' needs an env that reports success; "
-                                 "this one does not: use metric: return with a return_range")
+                raise ValueError(
+                    "LearningProgress with metric 'success' needs an env that reports success; "
+                    "this one does not: use metric: return with a return_range"
+                )
             totals = bin_totals(bins, np.nan_to_num(stats.success_sum), n)
             score = np.divide(totals, episodes, out=np.zeros(n), where=observed)
         else:
@@ -119,8 +138,12 @@ class LearningProgress(TaskSampler):
     # -- state and metrics ---------------------------------------------------------------
 
     def _state(self):
-        return {"fast": self.fast_avg.tolist(), "slow": self.slow_avg.tolist(),
-                "seen": self.seen.tolist(), "episodes": self.episodes.tolist()}
+        return {
+            "fast": self.fast_avg.tolist(),
+            "slow": self.slow_avg.tolist(),
+            "seen": self.seen.tolist(),
+            "episodes": self.episodes.tolist(),
+        }
 
     def _load(self, state):
         if len(state["fast"]) != self.space.num_bins:

@@ -32,8 +32,18 @@ from ajax_tune.samplers.stats import EnvStats
 class PrioritizedLevelReplay(TaskSampler):
     """Rank-prioritised replay of a buffer of levels scored by the agent's learning signal."""
 
-    def __init__(self, space=None, levels=None, *, buffer_size: int = 16, temperature: float = 0.1,
-                 staleness: float = 0.1, replay_prob: float = 0.5, min_fill: int | None = None, seed: int = 0):
+    def __init__(
+        self,
+        space=None,
+        levels=None,
+        *,
+        buffer_size: int = 16,
+        temperature: float = 0.1,
+        staleness: float = 0.1,
+        replay_prob: float = 0.5,
+        min_fill: int | None = None,
+        seed: int = 0,
+    ):
         super().__init__(space, levels, seed=seed)
         where = "task_sampler (PrioritizedLevelReplay)"
         self.buffer_size = check_number(where, "buffer_size", buffer_size, low=1, integer=True)
@@ -126,8 +136,10 @@ class PrioritizedLevelReplay(TaskSampler):
         task this sampler gave it (another curriculum changed it)."""
         signal = stats.per_env(stats.learning_signal)
         if np.all(np.isnan(signal)):
-            raise ValueError("PrioritizedLevelReplay scores levels by the agent's learning signal "
-                             "(the third value its update returns), and this agent reports none")
+            raise ValueError(
+                "PrioritizedLevelReplay scores levels by the agent's learning signal "
+                "(the third value its update returns), and this agent reports none"
+            )
         counted = (~np.isnan(signal)).sum(axis=0)
         scores = np.where(counted > 0, np.nansum(signal, axis=0) / np.maximum(counted, 1), np.nan)
         ran = np.ones(stats.num_envs, bool)
@@ -147,7 +159,7 @@ class PrioritizedLevelReplay(TaskSampler):
             if len(values):
                 self.scores[slot] = values.mean()
         for env in np.nonzero((slots < 0) & ~np.isnan(scores))[0]:
-            task = {k: v[env:env + 1] for k, v in self.pending_tasks.items()}
+            task = {k: v[env : env + 1] for k, v in self.pending_tasks.items()}
             self._insert(task, scores[env])
         self.pending_slots = np.zeros(0, np.int64)
 
@@ -155,8 +167,9 @@ class PrioritizedLevelReplay(TaskSampler):
         slot = int(self._find(task)[0]) if self.filled else -1
         if slot < 0 and self.filled < self.buffer_size:
             slot = self.filled
-            self.buffer = {k: (np.concatenate([self.buffer[k], task[k]]) if self.buffer else task[k].copy())
-                           for k in self.space.fields}
+            self.buffer = {
+                k: (np.concatenate([self.buffer[k], task[k]]) if self.buffer else task[k].copy()) for k in self.space.fields
+            }
             self.scores = np.append(self.scores, score)
             self.last_drawn = np.append(self.last_drawn, self.clock)
             return
@@ -173,9 +186,12 @@ class PrioritizedLevelReplay(TaskSampler):
 
     def _state(self):
         return {
-            "buffer": tasks_to_json(self.buffer), "scores": self.scores.tolist(),
-            "last_drawn": self.last_drawn.tolist(), "clock": self.clock,
-            "pending_slots": self.pending_slots.tolist(), "pending_tasks": tasks_to_json(self.pending_tasks),
+            "buffer": tasks_to_json(self.buffer),
+            "scores": self.scores.tolist(),
+            "last_drawn": self.last_drawn.tolist(),
+            "clock": self.clock,
+            "pending_slots": self.pending_slots.tolist(),
+            "pending_tasks": tasks_to_json(self.pending_tasks),
             "replay_share": self.replay_share,
         }
 

@@ -27,14 +27,15 @@ from ajax_tune.levels import level_list
 
 
 class TaskSpace:
-    def __init__(self, space: Mapping | None = None, levels: Any = None, bins: int | Mapping = 1,
-                 where: str = "task_sampler"):
+    def __init__(self, space: Mapping | None = None, levels: Any = None, bins: int | Mapping = 1, where: str = "task_sampler"):
         self.where = where
         if space is not None and levels is not None:
             raise ConfigError(f"{where}: give either space (ranges per field) or levels (a list of tasks), not both")
         if space is not None and (not isinstance(space, Mapping) or not space):
-            raise ConfigError(f"{where}.space must be a non-empty mapping of task field to [low, high], a value, "
-                              f"or {{values: [...]}}, got {space!r}")
+            raise ConfigError(
+                f"{where}.space must be a non-empty mapping of task field to [low, high], a value, "
+                f"or {{values: [...]}}, got {space!r}"
+            )
         self._space = None if space is None else {str(k): _parse_entry(f"{where}.space.{k}", v) for k, v in space.items()}
         self._levels = None if levels is None else level_list(levels, f"{where}.levels")
         if isinstance(bins, Mapping):
@@ -77,8 +78,9 @@ class TaskSpace:
             self.levels, self.entries = None, {}
             for name, (kind, value) in self._space.items():
                 if name not in spec:
-                    raise ConfigError(f"{where}.space.{name}: {env.name} has no task field {name!r}; "
-                                      f"its fields are {sorted(spec)}")
+                    raise ConfigError(
+                        f"{where}.space.{name}: {env.name} has no task field {name!r}; its fields are {sorted(spec)}"
+                    )
                 self.entries[name] = _check_entry(f"{where}.space.{name}", env, name, spec[name], kind, value)
             self.fields = list(self.entries)
             self.bin_counts = [self._entry_bins(name, entry) for name, entry in self.entries.items()]
@@ -249,8 +251,10 @@ def _check_entry(where: str, env, name: str, field, kind: str, value):
             raise ConfigError(f"{where}: {exc}") from None
         return kind, checked
     if field.shape:
-        raise ConfigError(f"{where}: ranges and value sets are for scalar fields; {name!r} has shape {field.shape} "
-                          "(give a fixed value, or levels)")
+        raise ConfigError(
+            f"{where}: ranges and value sets are for scalar fields; {name!r} has shape {field.shape} "
+            "(give a fixed value, or levels)"
+        )
     numbers = list(value)
     if field.is_integer and not all(float(v).is_integer() for v in numbers):
         raise ConfigError(f"{where}: {name!r} is an integer field, got {numbers!r}")

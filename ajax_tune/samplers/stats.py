@@ -44,9 +44,13 @@ class EnvStats:
         count = np.asarray(stats.signal_count)
         signal = np.asarray(stats.signal_sum) / np.where(count > 0, count, np.nan).astype(count.dtype)
         return cls(
-            num_seeds=num_seeds, num_envs=num_envs, tasks={k: flat(v) for k, v in stats.task.items()},
-            episodes=flat(episodes), return_sum=flat(np.asarray(stats.return_sum, np.float64)),
-            success_sum=flat(np.asarray(stats.success_sum, np.float64)), learning_signal=flat(signal.astype(np.float64)),
+            num_seeds=num_seeds,
+            num_envs=num_envs,
+            tasks={k: flat(v) for k, v in stats.task.items()},
+            episodes=flat(episodes),
+            return_sum=flat(np.asarray(stats.return_sum, np.float64)),
+            success_sum=flat(np.asarray(stats.success_sum, np.float64)),
+            learning_signal=flat(signal.astype(np.float64)),
             steps=flat(np.asarray(stats.steps, np.float64)),
         )
 

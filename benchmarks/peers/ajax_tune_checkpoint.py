@@ -37,14 +37,23 @@ try:
         (restored, _), restore_s, _ = protocol.time_call(lambda where=where: jax.block_until_ready(loop.restore(where)))
         saves.append(save_s)
         restores.append(restore_s)
-    same = all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(jax.device_get(state)),
-                                                       jax.tree.leaves(jax.device_get(restored))))
+    same = all(
+        np.array_equal(a, b) for a, b in zip(jax.tree.leaves(jax.device_get(state)), jax.tree.leaves(jax.device_get(restored)))
+    )
 finally:
     shutil.rmtree(root, ignore_errors=True)
-protocol.emit({
-    "side": "ajax_tune", "state_bytes": state_bytes, "checkpoint_bytes": int(np.median(sizes)),
-    "save_s": sorted(saves)[len(saves) // 2], "restore_s": sorted(restores)[len(restores) // 2],
-    "save_s_all": [round(x, 4) for x in saves], "restore_s_all": [round(x, 4) for x in restores],
-    "restored_identical": bool(same), "device": str(jax.devices()[0]), "cpu_count": os.cpu_count(),
-    "versions": protocol.versions("ajax-tune", "jax", "orbax-checkpoint"),
-})
+protocol.emit(
+    {
+        "side": "ajax_tune",
+        "state_bytes": state_bytes,
+        "checkpoint_bytes": int(np.median(sizes)),
+        "save_s": sorted(saves)[len(saves) // 2],
+        "restore_s": sorted(restores)[len(restores) // 2],
+        "save_s_all": [round(x, 4) for x in saves],
+        "restore_s_all": [round(x, 4) for x in restores],
+        "restored_identical": bool(same),
+        "device": str(jax.devices()[0]),
+        "cpu_count": os.cpu_count(),
+        "versions": protocol.versions("ajax-tune", "jax", "orbax-checkpoint"),
+    }
+)

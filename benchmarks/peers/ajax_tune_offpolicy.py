@@ -22,12 +22,19 @@ from ajax_tune.loop import TrainLoop  # noqa: E402
 agent_config = dict(s["agent_config"])
 batch = agent_config["num_envs"] * agent_config["unroll_length"]
 total = s["total_steps"] // batch * batch
-config = Config.from_dict({
-    "env": {"name": s["env"]},
-    "agent": {"name": s["agent"], **agent_config},
-    "train": {"total_timesteps": total, "timesteps_per_iteration": total, "eval_every": 0,
-              "eval_episodes": s.get("eval_episodes", 16), "num_seeds": s["num_seeds"]},
-})
+config = Config.from_dict(
+    {
+        "env": {"name": s["env"]},
+        "agent": {"name": s["agent"], **agent_config},
+        "train": {
+            "total_timesteps": total,
+            "timesteps_per_iteration": total,
+            "eval_every": 0,
+            "eval_episodes": s.get("eval_episodes", 16),
+            "num_seeds": s["num_seeds"],
+        },
+    }
+)
 env = make_env(s["env"])
 agent = make_agent(s["agent"], config.agent, env.observation_space, env.action_space)
 loop = TrainLoop(env, agent, config.train)
@@ -42,8 +49,12 @@ def run(seed):
 (state, useful, eval_return), first, times = protocol.timed_runs(run, s.get("runs", 2))
 assert loop.compilations == 1, loop.compilations
 protocol.maybe_profile(s, run, 99)
-protocol.emit({
-    "side": "ajax_tune", **protocol.throughput(first, times, float(total * s["num_seeds"]), useful),
-    "eval_return": eval_return, "device": str(jax.devices()[0]),
-    "versions": protocol.versions("ajax-tune", "jax", "jaxlib", "flax", "optax", "flashbax"),
-})
+protocol.emit(
+    {
+        "side": "ajax_tune",
+        **protocol.throughput(first, times, float(total * s["num_seeds"]), useful),
+        "eval_return": eval_return,
+        "device": str(jax.devices()[0]),
+        "versions": protocol.versions("ajax-tune", "jax", "jaxlib", "flax", "optax", "flashbax"),
+    }
+)

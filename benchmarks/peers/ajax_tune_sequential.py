@@ -30,10 +30,20 @@ for config in s["configs"]:
     else:
         rebuilt = runner.reconfigure(config)
     results = [runner.train() for _ in range(s["iterations"])]
-    trials.append({"wall_s": round(time.perf_counter() - t0, 3), "rebuilt": rebuilt,
-                   "eval_return": results[-1].get("eval/return_mean"),
-                   "compilations": results[-1]["perf/compilations"]})
-protocol.emit({
-    "side": "ajax_tune_sequential", "wall_s": round(time.perf_counter() - START, 3), "trials": trials,
-    "compilations": runner.retired_compilations + runner.loop.compilations, "device": str(jax.devices()[0]),
-})
+    trials.append(
+        {
+            "wall_s": round(time.perf_counter() - t0, 3),
+            "rebuilt": rebuilt,
+            "eval_return": results[-1].get("eval/return_mean"),
+            "compilations": results[-1]["perf/compilations"],
+        }
+    )
+protocol.emit(
+    {
+        "side": "ajax_tune_sequential",
+        "wall_s": round(time.perf_counter() - START, 3),
+        "trials": trials,
+        "compilations": runner.retired_compilations + runner.loop.compilations,
+        "device": str(jax.devices()[0]),
+    }
+)

@@ -41,8 +41,14 @@ while loop.timestep(state) < config.train.total_timesteps:
     first_call_s = first_call_s or now - t0
     per_seed = np.asarray(rows[metric])[:, -1]  # the call's last update holds its evaluation
     timestep = loop.timestep(state)
-    calls.append({"timestep": timestep, "wall_s": round(now - t0, 4), "useful_steps": float(np.sum(rows["train/useful_steps"])),
-                  "per_seed": [round(float(v), 4) for v in per_seed]})
+    calls.append(
+        {
+            "timestep": timestep,
+            "wall_s": round(now - t0, 4),
+            "useful_steps": float(np.sum(rows["train/useful_steps"])),
+            "per_seed": [round(float(v), 4) for v in per_seed],
+        }
+    )
     for i, v in enumerate(per_seed):
         if seeds_solved[i] is None and v >= threshold:
             seeds_solved[i] = {"env_steps": timestep, "wall_s": round(now - start, 3)}
@@ -54,13 +60,23 @@ while loop.timestep(state) < config.train.total_timesteps:
 later = calls[1:] or calls
 useful_per_s = sum(c["useful_steps"] for c in later) / sum(c["wall_s"] for c in later)
 stepped_per_s = sum(loop.steps_per_update * loop.updates_per_call * config.train.num_seeds for _ in later) / sum(
-    c["wall_s"] for c in later)
-protocol.emit({
-    "side": "ajax_tune", "reset_mode": config.train.reset_mode, "metric": metric, "threshold": threshold,
-    "solved": mean_solved, "seeds_solved": seeds_solved, "first_call_s": round(first_call_s, 3),
-    "useful_env_steps_per_s": useful_per_s, "env_steps_per_s": stepped_per_s,
-    "useful_fraction": sum(c["useful_steps"] for c in calls) / (len(calls) * loop.steps_per_update * loop.updates_per_call
-                                                              * config.train.num_seeds),
-    "calls": calls, "device": str(jax.devices()[0]),
-    "versions": protocol.versions("ajax-tune", "jax", "jaxlib"),
-})
+    c["wall_s"] for c in later
+)
+protocol.emit(
+    {
+        "side": "ajax_tune",
+        "reset_mode": config.train.reset_mode,
+        "metric": metric,
+        "threshold": threshold,
+        "solved": mean_solved,
+        "seeds_solved": seeds_solved,
+        "first_call_s": round(first_call_s, 3),
+        "useful_env_steps_per_s": useful_per_s,
+        "env_steps_per_s": stepped_per_s,
+        "useful_fraction": sum(c["useful_steps"] for c in calls)
+        / (len(calls) * loop.steps_per_update * loop.updates_per_call * config.train.num_seeds),
+        "calls": calls,
+        "device": str(jax.devices()[0]),
+        "versions": protocol.versions("ajax-tune", "jax", "jaxlib"),
+    }
+)

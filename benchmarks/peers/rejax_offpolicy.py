@@ -30,8 +30,12 @@ def run(seed):
 eval_return, first, times = protocol.timed_runs(run, s.get("runs", 2))
 protocol.maybe_profile(s, run, 99)
 steps = float(-(-total // s["rejax_config"]["num_envs"]) * s["rejax_config"]["num_envs"] * s["num_seeds"])
-protocol.emit({
-    "side": "rejax", **protocol.throughput(first, times, steps, steps),
-    "eval_return": eval_return, "device": str(jax.devices()[0]),
-    "versions": protocol.versions("rejax", "gymnax", "jax", "jaxlib", "flax", "optax", "distrax"),
-})
+protocol.emit(
+    {
+        "side": "rejax",
+        **protocol.throughput(first, times, steps, steps),
+        "eval_return": eval_return,
+        "device": str(jax.devices()[0]),
+        "versions": protocol.versions("rejax", "gymnax", "jax", "jaxlib", "flax", "optax", "distrax"),
+    }
+)

@@ -23,10 +23,20 @@ optimiser_steps = total // batch * s["epochs"] * s["minibatches"]
 lr = optax.linear_schedule(s["lr"], 0.0, optimiser_steps) if s.get("lr_schedule", "linear") == "linear" else s["lr"]
 algo = rejax.PPO.create(
     env="CartPole-v1",
-    num_envs=s["num_envs"], num_steps=s["unroll_length"], num_epochs=s["epochs"], num_minibatches=s["minibatches"],
-    learning_rate=lr, max_grad_norm=s.get("max_grad_norm", 0.5), total_timesteps=total,
-    eval_freq=total, skip_initial_evaluation=True,
-    gamma=0.99, gae_lambda=0.95, clip_eps=0.2, ent_coef=0.01, vf_coef=0.5,
+    num_envs=s["num_envs"],
+    num_steps=s["unroll_length"],
+    num_epochs=s["epochs"],
+    num_minibatches=s["minibatches"],
+    learning_rate=lr,
+    max_grad_norm=s.get("max_grad_norm", 0.5),
+    total_timesteps=total,
+    eval_freq=total,
+    skip_initial_evaluation=True,
+    gamma=0.99,
+    gae_lambda=0.95,
+    clip_eps=0.2,
+    ent_coef=0.01,
+    vf_coef=0.5,
     normalize_observations=False,
     agent_kwargs={"activation": s["activation"], "hidden_layer_sizes": list(s["hidden_sizes"])},
 )
@@ -42,8 +52,12 @@ def run(seed):
 eval_return, first, times = protocol.timed_runs(run, s.get("runs", 2))
 steps = float(total // batch * batch * s["num_seeds"])
 protocol.maybe_profile(s, run, 99)
-protocol.emit({
-    "side": "rejax", **protocol.throughput(first, times, steps, steps),
-    "eval_return": eval_return, "device": str(jax.devices()[0]),
-    "versions": protocol.versions("rejax", "gymnax", "jax", "jaxlib", "flax", "optax", "distrax"),
-})
+protocol.emit(
+    {
+        "side": "rejax",
+        **protocol.throughput(first, times, steps, steps),
+        "eval_return": eval_return,
+        "device": str(jax.devices()[0]),
+        "versions": protocol.versions("rejax", "gymnax", "jax", "jaxlib", "flax", "optax", "distrax"),
+    }
+)

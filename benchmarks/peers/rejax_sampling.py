@@ -41,7 +41,19 @@ def time_draw(fn, capacity, batch, draws):
 rows = []
 for shape in s["shapes"]:
     c, b = shape["capacity"], shape["batch"]
-    rows.append({"capacity": c, "batch": b, "without_replacement_ms": time_draw(without_replacement, c, b, s["draws"]),
-                 "uniform_ms": time_draw(uniform, c, b, s["draws"])})
-protocol.emit({"side": "rejax_sampling", "draws": rows, "device": str(jax.devices()[0]),
-               "versions": protocol.versions("rejax", "jax", "jaxlib")})
+    rows.append(
+        {
+            "capacity": c,
+            "batch": b,
+            "without_replacement_ms": time_draw(without_replacement, c, b, s["draws"]),
+            "uniform_ms": time_draw(uniform, c, b, s["draws"]),
+        }
+    )
+protocol.emit(
+    {
+        "side": "rejax_sampling",
+        "draws": rows,
+        "device": str(jax.devices()[0]),
+        "versions": protocol.versions("rejax", "jax", "jaxlib"),
+    }
+)

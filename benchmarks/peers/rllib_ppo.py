@@ -37,8 +37,7 @@ config = (
     PPOConfig()
     .environment("CartPole-v1")
     .env_runners(num_env_runners=s.get("num_env_runners", 1))
-    .evaluation(evaluation_interval=1, evaluation_duration=s.get("eval_episodes", 10),
-                evaluation_duration_unit="episodes")
+    .evaluation(evaluation_interval=1, evaluation_duration=s.get("eval_episodes", 10), evaluation_duration_unit="episodes")
 )
 algo = config.build_algo()
 threshold, budget_s = s.get("threshold", 475.0), s.get("max_seconds", 900)
@@ -46,15 +45,21 @@ history, solved = [], None
 while time.perf_counter() - START < budget_s:
     result = algo.train()
     ret = find(result, ("evaluation", "env_runners", "episode_return_mean"), ("evaluation", "episode_reward_mean"))
-    steps = find(result, ("env_runners", "num_env_steps_sampled_lifetime"), ("num_env_steps_sampled_lifetime",),
-                 ("num_env_steps_sampled",))
+    steps = find(
+        result, ("env_runners", "num_env_steps_sampled_lifetime"), ("num_env_steps_sampled_lifetime",), ("num_env_steps_sampled",)
+    )
     history.append({"wall_s": round(time.perf_counter() - START, 2), "env_steps": steps, "eval_return": ret})
     if ret is not None and ret >= threshold:
         solved = history[-1]
         break
 algo.stop()
 ray.shutdown()
-protocol.emit({
-    "side": "rllib", "threshold": threshold, "solved": solved, "history": history,
-    "versions": protocol.versions("ray", "torch", "gymnasium"),
-})
+protocol.emit(
+    {
+        "side": "rllib",
+        "threshold": threshold,
+        "solved": solved,
+        "history": history,
+        "versions": protocol.versions("ray", "torch", "gymnasium"),
+    }
+)

@@ -78,7 +78,7 @@ def report(trace_dir: str, hlo_dir: str | None = None, top: int = 30, module: st
     kinds, lines = collections.Counter(), collections.Counter()
     sources = op_sources(hlo_dir, module) if hlo_dir else {}
     for name, t in ops.items():
-        base = name[len("end: "):] if name.startswith("end: ") else name
+        base = name[len("end: ") :] if name.startswith("end: ") else name
         kinds[re.sub(r"(\.\d+)+$", "", base)] += t
         lines[sources.get(base, "?")] += t
     total = sum(ops.values()) or 1
@@ -100,8 +100,10 @@ def main() -> None:
     parser.add_argument("--module", default="", help="only HLO modules whose file name contains this")
     args = parser.parse_args()
     out = report(args.trace_dir, args.hlo_dir, args.top, args.module)
-    print(f"op self time {out['op_self_time_ms']} ms over {out['ops_executed']} ops; "
-          f"executor overhead {out['executor_overhead_ms']} ms")
+    print(
+        f"op self time {out['op_self_time_ms']} ms over {out['ops_executed']} ops; "
+        f"executor overhead {out['executor_overhead_ms']} ms"
+    )
     for title in ("by_kind", "by_origin"):
         print(f"\n{title}:")
         for name, ms, share in out[title]:

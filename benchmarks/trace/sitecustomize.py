@@ -22,10 +22,34 @@ import time
 PATH = os.environ.get("AJAX_TUNE_BENCH_TRACE")
 
 # Modules whose import is timed (the first import of each in a process).
-IMPORTS = ("ajax_tune", "ajax_tune.cli", "ajax_tune.experiment", "ajax_tune.config", "ajax_tune.runner",
-           "ajax_tune.trainable", "ajax_tune.agents", "ajax_tune.loop", "ajax_tune.checkpoint", "jax", "jaxlib",
-           "flax", "optax", "orbax.checkpoint", "flashbax", "ray", "ray.tune", "ray.train", "brax", "mujoco",
-           "wandb", "gymnasium", "matplotlib", "pandas", "torch", "tensorflow")
+IMPORTS = (
+    "ajax_tune",
+    "ajax_tune.cli",
+    "ajax_tune.experiment",
+    "ajax_tune.config",
+    "ajax_tune.runner",
+    "ajax_tune.trainable",
+    "ajax_tune.agents",
+    "ajax_tune.loop",
+    "ajax_tune.checkpoint",
+    "jax",
+    "jaxlib",
+    "flax",
+    "optax",
+    "orbax.checkpoint",
+    "flashbax",
+    "ray",
+    "ray.tune",
+    "ray.train",
+    "brax",
+    "mujoco",
+    "wandb",
+    "gymnasium",
+    "matplotlib",
+    "pandas",
+    "torch",
+    "tensorflow",
+)
 
 # Functions timed once their module has loaded: module -> [(object path, label)].
 CALLS = {
@@ -33,11 +57,17 @@ CALLS = {
     "ajax_tune.cli": [("_start_ray", "ray_start"), ("_report", "report")],
     "ray.tune.tuner": [("Tuner.fit", "tuner_fit")],
     "ray.tune.trainable.trainable": [("Trainable.train", "tune_train")],
-    "ajax_tune.trainable": [("AjaxTrainable.setup", "trial_setup"), ("AjaxTrainable.step", "trial_step"),
-                            ("AjaxTrainable.reset_config", "trial_reset_config")],
+    "ajax_tune.trainable": [
+        ("AjaxTrainable.setup", "trial_setup"),
+        ("AjaxTrainable.step", "trial_step"),
+        ("AjaxTrainable.reset_config", "trial_reset_config"),
+    ],
     "ajax_tune.jax_setup": [("configure_jax", "configure_jax")],
-    "ajax_tune.runner": [("Runner._build_loop", "build_loop"), ("Runner._start_run", "init_state"),
-                         ("Runner.train", "runner_train")],
+    "ajax_tune.runner": [
+        ("Runner._build_loop", "build_loop"),
+        ("Runner._start_run", "init_state"),
+        ("Runner.train", "runner_train"),
+    ],
 }
 
 
@@ -58,6 +88,7 @@ def _timed(fn, label):
             return fn(*args, **kwargs)
         finally:
             emit(label + ":end", rss=_rss())
+
     return wrapper
 
 

@@ -52,8 +52,11 @@ class SamplerProbe(Callback):
         self.foreign = float(extra["trial_id"] != control.trial_id)
 
     def metrics(self):
-        return {"probe/sampler_matched": self.matched, "probe/sampler_reseeded": self.reseeded,
-                "probe/from_other_trial": self.foreign}
+        return {
+            "probe/sampler_matched": self.matched,
+            "probe/sampler_reseeded": self.reseeded,
+            "probe/from_other_trial": self.foreign,
+        }
 
 
 # RLlib's documented curriculum function ("Curriculum Learning" in RLlib's advanced API guide),

@@ -13,10 +13,19 @@ CORRIDOR = dict(max_length=16, max_episode_steps=24, default_length=4)
 
 def corridor_loop(agent=None, **loop_overrides) -> TrainLoop:
     env = make_env("corridor", **CORRIDOR)
-    agent_cfg = PPOConfig(**{"num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2,
-                             "hidden_sizes": (32, 32), **(agent or {})})
-    loop_cfg = dict(total_timesteps=20_000, timesteps_per_iteration=8 * 16 * 2, eval_every=8 * 16 * 2,
-                    eval_episodes=4, num_seeds=2)
+    agent_cfg = PPOConfig(
+        **{
+            "num_envs": 8,
+            "unroll_length": 16,
+            "num_minibatches": 2,
+            "update_epochs": 2,
+            "hidden_sizes": (32, 32),
+            **(agent or {}),
+        }
+    )
+    loop_cfg = dict(
+        total_timesteps=20_000, timesteps_per_iteration=8 * 16 * 2, eval_every=8 * 16 * 2, eval_episodes=4, num_seeds=2
+    )
     loop_cfg.update(loop_overrides)
     return TrainLoop(env, PPO(agent_cfg, env.observation_space, env.action_space), LoopConfig(**loop_cfg))
 
@@ -36,10 +45,15 @@ def corridor_config(length=4, lr=3e-3, **sections):
     """A small Tune/Runner config on the corridor; `sections` override whole keys."""
     config = {
         "env": {"name": "corridor", "kwargs": {"max_length": 32, "max_episode_steps": 40}, "task": {"length": length}},
-        "agent": {"num_envs": 8, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 2,
-                  "hidden_sizes": [32, 32], "lr": lr},
-        "train": {"total_timesteps": 50_000, "timesteps_per_iteration": 8 * 16 * 4, "num_seeds": 2,
-                  "eval_episodes": 4},
+        "agent": {
+            "num_envs": 8,
+            "unroll_length": 16,
+            "num_minibatches": 2,
+            "update_epochs": 2,
+            "hidden_sizes": [32, 32],
+            "lr": lr,
+        },
+        "train": {"total_timesteps": 50_000, "timesteps_per_iteration": 8 * 16 * 4, "num_seeds": 2, "eval_episodes": 4},
     }
     for key, value in sections.items():
         if isinstance(value, dict) and isinstance(config.get(key), dict):
@@ -77,5 +91,8 @@ def import_extra(module: str, extra: str):
     opted_out = extra in os.environ.get("AJAX_TUNE_TESTS_WITHOUT", "").replace(" ", "").split(",")
     if opted_out and not os.environ.get("CI"):
         pytest.skip(f"{reason}; skipped as AJAX_TUNE_TESTS_WITHOUT asks", allow_module_level=True)
-    pytest.fail(f"{reason}: install it with pip install 'ajax-tune[{extra}]' (or '.[dev]'), or set "
-                f"AJAX_TUNE_TESTS_WITHOUT={extra} to skip the tests that need it", pytrace=False)
+    pytest.fail(
+        f"{reason}: install it with pip install 'ajax-tune[{extra}]' (or '.[dev]'), or set "
+        f"AJAX_TUNE_TESTS_WITHOUT={extra} to skip the tests that need it",
+        pytrace=False,
+    )

@@ -52,8 +52,13 @@ class DQN(OffPolicyAgent):
 
     def init(self, key: jax.Array) -> DQNState:
         params = self.q.init(key, jnp.zeros((1, *self.obs_shape), jnp.float32))
-        return DQNState(params=params, target_params=params, opt_state=self.optimizer.init(params),
-                        gradient_steps=jnp.zeros((), jnp.int32), **self.initial_fields())
+        return DQNState(
+            params=params,
+            target_params=params,
+            opt_state=self.optimizer.init(params),
+            gradient_steps=jnp.zeros((), jnp.int32),
+            **self.initial_fields(),
+        )
 
     # -- acting --------------------------------------------------------------------------
 
@@ -84,8 +89,7 @@ class DQN(OffPolicyAgent):
         def gradient_step(carry, k):
             params, target_params, opt_state, count = carry
             sample = self.buffer.sample(state.buffer, k)
-            grads, metrics = jax.grad(dqn_loss, has_aux=True)(params, target_params, sample, hp.gamma,
-                                                              hp.huber_delta, q_fn)
+            grads, metrics = jax.grad(dqn_loss, has_aux=True)(params, target_params, sample, hp.gamma, hp.huber_delta, q_fn)
             params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp.max_grad_norm)
             count = count + 1
             moved = optax.incremental_update(params, target_params, hp.tau)
@@ -98,6 +102,7 @@ class DQN(OffPolicyAgent):
         (params, target_params, opt_state, count), metrics = self.scan_gradient_steps(gradient_step, carry, key)
         # Learning signal for task samplers: each env's mean absolute TD error on the fresh unroll.
         td = chosen(q_fn(params, fresh.obs), fresh.action) - double_q_target(
-            fresh.reward, fresh.terminated, q_fn(params, fresh.next_obs), q_fn(target_params, fresh.next_obs), hp.gamma)
+            fresh.reward, fresh.terminated, q_fn(params, fresh.next_obs), q_fn(target_params, fresh.next_obs), hp.gamma
+        )
         state = state.replace(params=params, target_params=target_params, opt_state=opt_state, gradient_steps=count)
         return state, metrics, jnp.mean(jnp.abs(td), axis=0)

@@ -24,17 +24,20 @@ class DQNConfig(OffPolicyConfig):
     hidden_sizes: tuple[int, ...] = static((64, 64), ge=1, doc="widths of the Q-network")
     activation: str = static("relu", choices=tuple(ACTIVATIONS), doc="hidden-layer activation")
     normalize_observations: bool = static(False, doc="running mean and std of observations")
-    lr: Schedule = traced(Schedule(kind="linear", peak=1e-3),
-                          doc="learning-rate schedule; decaying to 0 over the run lets the greedy policy settle "
-                              "instead of oscillating with the moving target")
+    lr: Schedule = traced(
+        Schedule(kind="linear", peak=1e-3),
+        doc="learning-rate schedule; decaying to 0 over the run lets the greedy policy settle "
+        "instead of oscillating with the moving target",
+    )
     gamma: float = traced(0.99, ge=0.0, le=1.0, doc="discount factor")
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="target update rate: 1 copies the online network")
     max_grad_norm: float = traced(10.0, gt=0.0, doc="global-norm clipping of each gradient")
     huber_delta: float = traced(100.0, gt=0.0, doc="TD errors beyond it get a constant gradient in the Huber loss")
     epsilon_start: float = traced(1.0, ge=0.0, le=1.0, doc="exploration at the start of the run")
     epsilon_end: float = traced(0.05, ge=0.0, le=1.0, doc="exploration once the decay is over")
-    epsilon_decay_fraction: float = traced(0.25, ge=0.0, le=1.0,
-                                           doc="share of total_timesteps over which epsilon decays linearly")
+    epsilon_decay_fraction: float = traced(
+        0.25, ge=0.0, le=1.0, doc="share of total_timesteps over which epsilon decays linearly"
+    )
 
 
 DQNHparams = hparams_type(DQNConfig)

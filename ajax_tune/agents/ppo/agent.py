@@ -48,8 +48,7 @@ class PPOTransition:
 
 class PPO(AgentBase):
     reset_modes = ("next_step", "unroll_start")
-    metric_keys = ("loss/policy", "loss/value", "loss/entropy", "loss/approx_kl", "loss/clip_fraction", "grad_norm",
-                   "lr")
+    metric_keys = ("loss/policy", "loss/value", "loss/entropy", "loss/approx_kl", "loss/clip_fraction", "grad_norm", "lr")
 
     def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
         super().__init__(config)
@@ -78,8 +77,7 @@ class PPO(AgentBase):
         )
 
     def health(self, state: PPOState, metrics: dict) -> dict[str, jax.Array]:
-        return {"params": all_finite(state.params), "opt_state": all_finite(state.opt_state),
-                "loss": all_finite(metrics)}
+        return {"params": all_finite(state.params), "opt_state": all_finite(state.opt_state), "loss": all_finite(metrics)}
 
     # -- acting --------------------------------------------------------------------------
 
@@ -96,9 +94,14 @@ class PPO(AgentBase):
 
     def transition(self, obs, action, extras, next_state: EnvState) -> PPOTransition:
         return PPOTransition(
-            obs=obs, action=extras["raw_action"], log_prob=extras["log_prob"], reward=next_state.reward,
-            terminated=next_state.terminated, truncated=next_state.truncated,
-            valid=~next_state.episode.post_done, next_obs=next_state.obs,
+            obs=obs,
+            action=extras["raw_action"],
+            log_prob=extras["log_prob"],
+            reward=next_state.reward,
+            terminated=next_state.terminated,
+            truncated=next_state.truncated,
+            valid=~next_state.episode.post_done,
+            next_obs=next_state.obs,
         )
 
     # -- learning ------------------------------------------------------------------------
@@ -128,24 +131,27 @@ class PPO(AgentBase):
         obs = self.obs_norm(state.obs_norm, batch.obs)
         value = self._value(state.params["value"], obs)
         next_value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.next_obs))
-        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated,
-                                hp.gamma, hp.gae_lambda)
+        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
         # The learning signal for task samplers: mean positive advantage per env ("positive
         # value loss" in prioritized level replay).
         steps = jnp.sum(mask, axis=0)
-        signal = jnp.where(steps > 0, jnp.sum(jnp.maximum(advantage, 0.0) * mask, axis=0) / jnp.maximum(steps, 1.0),
-                           jnp.nan)
+        signal = jnp.where(steps > 0, jnp.sum(jnp.maximum(advantage, 0.0) * mask, axis=0) / jnp.maximum(steps, 1.0), jnp.nan)
 
-        data = {"obs": obs, "action": batch.action, "log_prob": batch.log_prob,
-                "advantage": advantage, "target": target, "mask": mask}
+        data = {
+            "obs": obs,
+            "action": batch.action,
+            "log_prob": batch.log_prob,
+            "advantage": advantage,
+            "target": target,
+            "mask": mask,
+        }
         data = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data)
         lr = scheduled(hp.lr, clock)
 
         def minibatch_step(carry, xs):
             params, opt_state = carry
             minibatch, k = xs
-            grads, metrics = jax.grad(ppo_loss, has_aux=True)(
-                params, minibatch, hp, k, self.policy.apply, self._value, self.dist)
+            grads, metrics = jax.grad(ppo_loss, has_aux=True)(params, minibatch, hp, k, self.policy.apply, self._value, self.dist)
             params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp.max_grad_norm)
             return (params, opt_state), {**metrics, "grad_norm": grad_norm}
 
@@ -160,7 +166,8 @@ class PPO(AgentBase):
         perms, loss_keys = jax.vmap(shuffle)(jax.random.split(key, cfg.update_epochs))
         minibatches = jax.tree.map(lambda x: x[perms].reshape(-1, x.shape[0] // cfg.num_minibatches, *x.shape[1:]), data)
         (params, opt_state), metrics = jax.lax.scan(
-            minibatch_step, (state.params, state.opt_state), (minibatches, loss_keys.reshape(-1, *loss_keys.shape[2:])))
+            minibatch_step, (state.params, state.opt_state), (minibatches, loss_keys.reshape(-1, *loss_keys.shape[2:]))
+        )
         metrics = jax.tree.map(jnp.mean, metrics)
         metrics["lr"] = lr
         return state.replace(params=params, opt_state=opt_state), metrics, signal

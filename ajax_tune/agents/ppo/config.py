@@ -32,8 +32,9 @@ class PPOConfig:
     vf_coef: float = traced(0.5, ge=0.0, doc="weight of the value loss")
     clip_eps: float = traced(0.2, gt=0.0, doc="the probability ratio is clipped to [1 - clip_eps, 1 + clip_eps]")
     gamma: float = traced(0.99, ge=0.0, le=1.0, doc="discount factor")
-    gae_lambda: float = traced(0.95, ge=0.0, le=1.0, doc="GAE's lambda: 0 bootstraps after one step, 1 takes "
-                                                         "the discounted return to the unroll's end")
+    gae_lambda: float = traced(
+        0.95, ge=0.0, le=1.0, doc="GAE's lambda: 0 bootstraps after one step, 1 takes the discounted return to the unroll's end"
+    )
     max_grad_norm: float = traced(0.5, gt=0.0, doc="global-norm clipping of each gradient")
 
     def __post_init__(self):

@@ -29,8 +29,16 @@ class SACState(OffPolicyState):
 
 
 class SAC(OffPolicyAgent):
-    learn_keys = ("loss/critic", "loss/actor", "loss/temperature", "q/mean", "q/std", "entropy",
-                  "grad_norm/critic", "grad_norm/actor")
+    learn_keys = (
+        "loss/critic",
+        "loss/actor",
+        "loss/temperature",
+        "q/mean",
+        "q/std",
+        "entropy",
+        "grad_norm/critic",
+        "grad_norm/actor",
+    )
     metric_keys = (*learn_keys, "alpha", "lr", "replay/size")
 
     def __init__(self, config: SACConfig, observation_space: gymnasium.spaces.Box, action_space):
@@ -47,10 +55,17 @@ class SAC(OffPolicyAgent):
         obs = jnp.zeros((1, *self.obs_shape), jnp.float32)
         action = jnp.zeros((1, self.action_dim), jnp.float32)
         critic = self.critic.init(k_q1, k_q2, obs, action)
-        params = {"actor": self.actor.init(k_actor, obs), "critic": critic,
-                  "log_alpha": jnp.asarray(np.log(self.config.init_alpha), jnp.float32)}
-        return SACState(params=params, target_params=critic,
-                        opt_state={name: self.optimizer.init(p) for name, p in params.items()}, **self.initial_fields())
+        params = {
+            "actor": self.actor.init(k_actor, obs),
+            "critic": critic,
+            "log_alpha": jnp.asarray(np.log(self.config.init_alpha), jnp.float32),
+        }
+        return SACState(
+            params=params,
+            target_params=critic,
+            opt_state={name: self.optimizer.init(p) for name, p in params.items()},
+            **self.initial_fields(),
+        )
 
     # -- acting --------------------------------------------------------------------------
 
@@ -85,33 +100,43 @@ class SAC(OffPolicyAgent):
             alpha = jnp.exp(params["log_alpha"])
 
             next_action, next_log_prob = sample_action(self.actor.apply, self.dist, params["actor"], next_obs, k_next)
-            target = soft_target(batch, next_action, next_log_prob, self.critic(target_critic, next_obs, next_action),
-                                 alpha, hp.gamma)
+            target = soft_target(
+                batch, next_action, next_log_prob, self.critic(target_critic, next_obs, next_action), alpha, hp.gamma
+            )
             (c_loss, q), grads = jax.value_and_grad(twin_critic_loss, has_aux=True)(
-                params["critic"], self.critic, obs, batch.action, target)
-            critic, opt_critic, critic_norm = self.optimizer.step(params["critic"], grads, opt_state["critic"], lr,
-                                                                  hp.max_grad_norm)
+                params["critic"], self.critic, obs, batch.action, target
+            )
+            critic, opt_critic, critic_norm = self.optimizer.step(
+                params["critic"], grads, opt_state["critic"], lr, hp.max_grad_norm
+            )
 
             (a_loss, log_prob), grads = jax.value_and_grad(actor_loss, has_aux=True)(
-                params["actor"], critic, self.actor.apply, self.critic, self.dist, obs, alpha, k_actor)
-            actor, opt_actor, actor_norm = self.optimizer.step(params["actor"], grads, opt_state["actor"], lr,
-                                                               hp.max_grad_norm)
+                params["actor"], critic, self.actor.apply, self.critic, self.dist, obs, alpha, k_actor
+            )
+            actor, opt_actor, actor_norm = self.optimizer.step(params["actor"], grads, opt_state["actor"], lr, hp.max_grad_norm)
 
             t_loss, grad = jax.value_and_grad(temperature_loss)(params["log_alpha"], log_prob, target_entropy)
-            log_alpha, opt_alpha, _ = self.optimizer.step(params["log_alpha"], grad, opt_state["log_alpha"], lr,
-                                                          hp.max_grad_norm)
+            log_alpha, opt_alpha, _ = self.optimizer.step(params["log_alpha"], grad, opt_state["log_alpha"], lr, hp.max_grad_norm)
 
             params = {"actor": actor, "critic": critic, "log_alpha": log_alpha}
             opt_state = {"actor": opt_actor, "critic": opt_critic, "log_alpha": opt_alpha}
             target_critic = optax.incremental_update(critic, target_critic, hp.tau)
-            metrics = {"loss/critic": c_loss, "loss/actor": a_loss, "loss/temperature": t_loss,
-                       "q/mean": jnp.mean(q), "q/std": jnp.std(q), "entropy": -jnp.mean(log_prob),
-                       "grad_norm/critic": critic_norm, "grad_norm/actor": actor_norm}
+            metrics = {
+                "loss/critic": c_loss,
+                "loss/actor": a_loss,
+                "loss/temperature": t_loss,
+                "q/mean": jnp.mean(q),
+                "q/std": jnp.std(q),
+                "entropy": -jnp.mean(log_prob),
+                "grad_norm/critic": critic_norm,
+                "grad_norm/actor": actor_norm,
+            }
             return (params, target_critic, opt_state), metrics
 
         k_steps, k_signal = jax.random.split(key)
         (params, target_critic, opt_state), metrics = self.scan_gradient_steps(
-            gradient_step, (state.params, state.target_params, state.opt_state), k_steps)
+            gradient_step, (state.params, state.target_params, state.opt_state), k_steps
+        )
         state = state.replace(params=params, target_params=target_critic, opt_state=opt_state)
         return state, metrics, self._td_error(state, fresh, k_signal)
 
@@ -120,7 +145,13 @@ class SAC(OffPolicyAgent):
         samplers read (how much the critics still have to learn about that env's task)."""
         obs, next_obs = self.obs_norm(state.obs_norm, fresh.obs), self.obs_norm(state.obs_norm, fresh.next_obs)
         next_action, next_log_prob = sample_action(self.actor.apply, self.dist, state.params["actor"], next_obs, key)
-        target = soft_target(fresh, next_action, next_log_prob, self.critic(state.target_params, next_obs, next_action),
-                             jnp.exp(state.params["log_alpha"]), state.hp.gamma)
+        target = soft_target(
+            fresh,
+            next_action,
+            next_log_prob,
+            self.critic(state.target_params, next_obs, next_action),
+            jnp.exp(state.params["log_alpha"]),
+            state.hp.gamma,
+        )
         q = self.critic(state.params["critic"], obs, fresh.action)  # [2, T, N]
         return jnp.mean(jnp.abs(q - target), axis=(0, 1))

@@ -23,14 +23,15 @@ class SACConfig(OffPolicyConfig):
     activation: str = static("relu", choices=tuple(ACTIVATIONS), doc="hidden-layer activation")
     normalize_observations: bool = static(False, doc="running mean and std of observations")
     init_alpha: float = static(1.0, gt=0.0, doc="entropy temperature at the start of a run")
-    lr: Schedule = traced(Schedule(kind="constant", peak=3e-4), doc="learning-rate schedule (actor, critics "
-                                                                     "and temperature)")
+    lr: Schedule = traced(Schedule(kind="constant", peak=3e-4), doc="learning-rate schedule (actor, critics and temperature)")
     gamma: float = traced(0.99, ge=0.0, le=1.0, doc="discount factor")
     tau: float = traced(0.005, gt=0.0, le=1.0, doc="soft target update: target += tau * (online - target)")
-    target_entropy_scale: float = traced(1.0, ge=-0.5, doc="target entropy = scale * -action_dim; the "
-                                                           "temperature is learned toward it")
-    max_grad_norm: float = traced(1000.0, gt=0.0, doc="global-norm clipping of each gradient; high by default, "
-                                                       "so only runaway gradients are clipped")
+    target_entropy_scale: float = traced(
+        1.0, ge=-0.5, doc="target entropy = scale * -action_dim; the temperature is learned toward it"
+    )
+    max_grad_norm: float = traced(
+        1000.0, gt=0.0, doc="global-norm clipping of each gradient; high by default, so only runaway gradients are clipped"
+    )
 
 
 SACHparams = hparams_type(SACConfig)

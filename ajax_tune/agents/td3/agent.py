@@ -44,8 +44,13 @@ class TD3(OffPolicyAgent):
         k_actor, k_q1, k_q2 = jax.random.split(key, 3)
         obs, action = jnp.zeros((1, *self.obs_shape), jnp.float32), jnp.zeros((1, self.action_dim), jnp.float32)
         params = {"actor": self.actor.init(k_actor, obs), "critic": self.critic.init(k_q1, k_q2, obs, action)}
-        return TD3State(params=params, target_params=params, gradient_steps=jnp.zeros((), jnp.int32),
-                        opt_state={name: self.optimizer.init(p) for name, p in params.items()}, **self.initial_fields())
+        return TD3State(
+            params=params,
+            target_params=params,
+            gradient_steps=jnp.zeros((), jnp.int32),
+            opt_state={name: self.optimizer.init(p) for name, p in params.items()},
+            **self.initial_fields(),
+        )
 
     def act(self, state: TD3State, obs, key, deterministic: bool = False):
         action = jnp.tanh(self.actor.apply(state.params["actor"], self.obs_norm(state.obs_norm, obs)))
@@ -64,8 +69,7 @@ class TD3(OffPolicyAgent):
         hp, normalize = state.hp, lambda x: self.obs_norm(state.obs_norm, x)  # noqa: E731
 
         def targets(params, next_obs, reward_batch, k):
-            next_action = smoothed_action(self.actor.apply, params["actor"], next_obs, k, hp.target_noise,
-                                          hp.target_noise_clip)
+            next_action = smoothed_action(self.actor.apply, params["actor"], next_obs, k, hp.target_noise, hp.target_noise_clip)
             return td3_target(reward_batch, self.critic(params["critic"], next_obs, next_action), hp.gamma)
 
         def gradient_step(carry, k):
@@ -75,20 +79,26 @@ class TD3(OffPolicyAgent):
             obs, next_obs = normalize(batch.obs), normalize(batch.next_obs)
             target = targets(target_params, next_obs, batch, k_noise)
             (c_loss, q), grads = jax.value_and_grad(twin_critic_loss, has_aux=True)(
-                params["critic"], self.critic, obs, batch.action, target)
-            critic, opt_critic, critic_norm = self.optimizer.step(params["critic"], grads, opt_state["critic"], lr,
-                                                                  hp.max_grad_norm)
+                params["critic"], self.critic, obs, batch.action, target
+            )
+            critic, opt_critic, critic_norm = self.optimizer.step(
+                params["critic"], grads, opt_state["critic"], lr, hp.max_grad_norm
+            )
             a_loss, grads = jax.value_and_grad(actor_loss)(params["actor"], critic, self.actor.apply, self.critic, obs)
-            actor, opt_actor, actor_norm = self.optimizer.step(params["actor"], grads, opt_state["actor"], lr,
-                                                               hp.max_grad_norm)
+            actor, opt_actor, actor_norm = self.optimizer.step(params["actor"], grads, opt_state["actor"], lr, hp.max_grad_norm)
             count = count + 1
             due = count % self.config.policy_delay == 0  # the delayed part: actor and targets
             keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(due, a, b), new, old)  # noqa: E731
             params = {"actor": keep(actor, params["actor"]), "critic": critic}
             opt_state = {"actor": keep(opt_actor, opt_state["actor"]), "critic": opt_critic}
             target_params = keep(optax.incremental_update(params, target_params, hp.tau), target_params)
-            metrics = {"loss/critic": c_loss, "loss/actor": a_loss, "q/mean": jnp.mean(q),
-                       "grad_norm/critic": critic_norm, "grad_norm/actor": actor_norm}
+            metrics = {
+                "loss/critic": c_loss,
+                "loss/actor": a_loss,
+                "q/mean": jnp.mean(q),
+                "grad_norm/critic": critic_norm,
+                "grad_norm/actor": actor_norm,
+            }
             return (params, target_params, opt_state, count), metrics
 
         k_steps, k_signal = jax.random.split(key)
