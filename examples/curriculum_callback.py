@@ -124,7 +124,7 @@ config = {
         "eval_episodes": 8 if args.smoke else 16,
     },
     "callbacks": [curriculum],
-    "resources": {"cpu": 2},
+    "resources": {"cpu": 1 if args.smoke else 2},  # --smoke fits a test worker's one-CPU Ray
 }
 iterations = 6 if args.smoke else 60
 tuner = tune.Tuner(

@@ -209,6 +209,13 @@ def test_pbt_over_lr_schedules_without_recompiling(tmp_path):
             {"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": {"length": LEVELS}, "threshold": 1.0}}
         ],
         train={"total_timesteps": 12 * BUDGET},
+        # Normalised observations, as this test was built on: with PPO's raw-observation default
+        # every trial climbs one level per call whatever its learning rate, the population ties at
+        # every perturbation, and PBT (rightly) never exploits.
+        agent={"normalize_observations": True},
+        # Half a CPU each: with one CPU per test worker's Ray, two trials run side by side, so
+        # asynchronous PBT has a live population to rank (one trial at a time would never exploit).
+        resources={"cpu": 0.5},
     )
     pbt = PopulationBasedTraining(
         time_attr="training_iteration",
