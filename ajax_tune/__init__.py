@@ -20,10 +20,14 @@ __all__ = [
 
 
 def __getattr__(name):
-    if name in ("AjaxTrainable", "trial_names"):
-        from ajax_tune import trainable
+    if name == "AjaxTrainable":
+        from ajax_tune.trainable import AjaxTrainable
 
-        return getattr(trainable, name)
+        return AjaxTrainable
+    if name == "trial_names":  # no Ray needed to name trials
+        from ajax_tune.tune_output import trial_names
+
+        return trial_names
     if name == "Runner":
         from ajax_tune.runner import Runner
 

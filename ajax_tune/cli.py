@@ -222,7 +222,8 @@ def result_box(metric: str | None, verbose: bool):
     """What Tune prints when a trial ends: the keys a person reads, `metric` among them, or
     (verbose) every key. Tune reads them from the trainable class when `fit` starts."""
     from ajax_tune import compat
-    from ajax_tune.trainable import AjaxTrainable, ResultBox
+    from ajax_tune.trainable import AjaxTrainable
+    from ajax_tune.tune_output import ResultBox
 
     before = getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
     setattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR, None if verbose else ResultBox(metric))

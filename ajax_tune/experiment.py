@@ -186,7 +186,8 @@ class Experiment:
     def tuner(self, storage_path: str | None = None, callbacks: list | None = None):
         from ray import tune
 
-        from ajax_tune.trainable import AjaxTrainable, trial_names
+        from ajax_tune.trainable import AjaxTrainable
+        from ajax_tune.tune_output import trial_names
 
         section = self.tune
         search = CHOICES["search"][section.search["name"]]

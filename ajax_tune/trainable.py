@@ -8,14 +8,7 @@ under mutated hyperparameters, without recompiling unless a static setting chang
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import re
-import signal
-import sys
-import threading
-from collections.abc import Collection, Mapping
 from typing import Any
 
 from ray import tune
@@ -25,42 +18,9 @@ from ajax_tune import compat, trial_record
 from ajax_tune.checkpoint import find_complete, read_metadata
 from ajax_tune.config import Config
 from ajax_tune.jax_setup import configure_jax
+from ajax_tune.tune_output import ResultBox, end_quietly_on_sigterm, trial_dirname, trial_names
 
 logger = logging.getLogger(__name__)
-
-
-class ResultBox(Collection):
-    """The keys of the box Tune prints when a trial ends: what a person reads (time, env steps,
-    the return, the learning rate, the level, the first `task_fields` fields of the task, and
-    `metric`), not the 50 health, loss and per-seed keys; those stay in the result files.
-
-    Tune asks `key in box` for each key of a result, in sorted order, so a task field that sorts
-    before the last one asked starts the next box."""
-
-    KEYS = ("training_iteration", "time_total_s", "env_steps", "eval/return_mean", "eval/return_std", "lr", "curriculum/level")
-    TASK = "curriculum/task/"
-
-    def __init__(self, metric: str | None = None, task_fields: int = 4):
-        self.keys = [*self.KEYS, *([metric] if metric and metric not in self.KEYS else [])]
-        self.task_fields, self._asked, self._last = task_fields, [], ""
-
-    def __contains__(self, key: object) -> bool:
-        if key in self.keys:
-            return True
-        if not isinstance(key, str) or not key.startswith(self.TASK):
-            return False
-        if key < self._last:
-            self._asked = []
-        self._last = key
-        if key not in self._asked:
-            self._asked.append(key)
-        return self._asked.index(key) < self.task_fields
-
-    def __iter__(self):
-        return iter(self.keys)
-
-    def __len__(self) -> int:
-        return len(self.keys)
 
 
 class AjaxTrainable(tune.Trainable):
@@ -108,7 +68,7 @@ class AjaxTrainable(tune.Trainable):
             trial_record.rewind(directory, self.runner.iteration)
 
     def cleanup(self) -> None:
-        _end_quietly_on_sigterm()
+        end_quietly_on_sigterm()
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self.runner.trial_id, self.runner.trial_name = self.trial_id, self.trial_name
@@ -124,94 +84,4 @@ class AjaxTrainable(tune.Trainable):
         return PlacementGroupFactory([bundle])
 
 
-def _end_quietly_on_sigterm() -> None:
-    """A stopped trial's worker exits at Ray's SIGTERM without a traceback.
-
-    When a trial stops (ASHA pruned it, or it finished), Tune frees its placement group and Ray
-    sends the worker a SIGTERM. Ray's handler raises SystemExit wherever Python happens to be,
-    so a healthy trial may print `SystemExit: 1` with a traceback on the driver. Once `stop`
-    has run there is nothing left to finish: flush the logs and exit at once. Only in a Ray
-    actor's main thread; a driver, a notebook or a test calling `stop()` keeps its handler."""
-    import ray
-
-    if threading.current_thread() is not threading.main_thread() or not ray.is_initialized():
-        return
-    if ray.get_runtime_context().get_actor_id() is None:
-        return
-
-    def exit_now(signum, frame):
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # a closed log file
-                stream.flush()
-        os._exit(1)
-
-    signal.signal(signal.SIGTERM, exit_now)
-
-
-# -- trial names ----------------------------------------------------------------------------------
-#
-# Tune's default name is `<trainable>_<config["env"]>_<trial id>`: RLlib's convention, where `env` is
-# an env's name. Ours is a mapping (name, kwargs, task), so a default name spells the whole mapping
-# out, braces, quotes and commas included, and the directory adds every varied value after it.
-# Tune gives a trainable no say in its trials' names; `trial_names()` is the one-liner for TuneConfig.
-
-MAX_DIRNAME = 120  # Tune's default cuts at 130 characters; paths on some filesystems must stay short
-
-
-def trial_names() -> dict[str, Any]:
-    """`tune.TuneConfig(..., **trial_names())`: trials named `AjaxTrainable_<id>` and their
-    directories `AjaxTrainable_<id>_<key>=<value>_...` for the values the search varied."""
-    return {"trial_name_creator": trial_name, "trial_dirname_creator": trial_dirname}
-
-
-def trial_name(trial) -> str:
-    """`AjaxTrainable_<trial id>`, as Tune names a trial without an env name; the status table
-    shows the varied values in their own columns."""
-    return f"{trial.trainable_name}_{trial.trial_id}"
-
-
-def trial_dirname(trial) -> str:
-    """The trial's name, then the values the search chose for it (`lr=0.003_length=8`): safe in
-    a path on any system, and enough to tell trials apart in a file browser."""
-    name = trial_name(trial)
-    tag = describe_values(getattr(trial, "evaluated_params", None) or {})
-    return f"{name}_{tag}"[:MAX_DIRNAME].rstrip("_") if tag else name
-
-
-def describe_values(params: Mapping[str, Any]) -> str:
-    """`key=value` pairs joined by `_`, for Tune's flattened `{"agent/lr/peak": 0.003}`. A key
-    is its last part, or as many trailing parts as make it unique (`lr.peak`); a mapping value is
-    spelled out by its own keys."""
-    flat = dict(pair for key, value in params.items() for pair in _leaves(tuple(str(key).split("/")), value))
-    labels = {}
-    for path in flat:
-        depth = 1
-        while depth < len(path) and sum(p[-depth:] == path[-depth:] for p in flat) > 1:
-            depth += 1
-        labels[path] = ".".join(path[-depth:])
-    pairs = sorted((_clean(labels[path]), _clean(_short(value))) for path, value in flat.items())
-    return "_".join(f"{key}={value}" for key, value in pairs)
-
-
-def _leaves(path: tuple[str, ...], value: Any):
-    if isinstance(value, Mapping):
-        for key, inner in value.items():
-            yield from _leaves((*path, str(key)), inner)
-    else:
-        yield path, value
-
-
-def _short(value: Any) -> str:
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    if isinstance(value, (list, tuple)):
-        return "-".join(_short(v) for v in value)
-    if callable(value):
-        return getattr(value, "__name__", type(value).__name__)
-    return str(value)
-
-
-def _clean(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9.+-]+", "_", text).strip("_") or "_"
+__all__ = ["AjaxTrainable", "trial_dirname", "trial_names"]

@@ -198,7 +198,8 @@ def test_no_private_api_outside_compat():
 
 
 def test_tune_reads_the_result_box_keys_from_the_trainable():
-    from ajax_tune.trainable import AjaxTrainable, ResultBox
+    from ajax_tune.trainable import AjaxTrainable
+    from ajax_tune.tune_output import ResultBox
 
     keys = compat.tune_result_keys(AjaxTrainable)
     assert isinstance(keys, ResultBox) and keys is getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)

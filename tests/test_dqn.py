@@ -280,7 +280,7 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
 
     from ajax_tune import AjaxTrainable
     from ajax_tune.schedules import learning_rate
-    from ajax_tune.trainable import trial_dirname
+    from ajax_tune.tune_output import trial_dirname
     from tests.test_tune import CollectResults, fit
 
     budget, horizon = 2 * UNROLL, 12 * UNROLL

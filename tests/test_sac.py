@@ -293,7 +293,7 @@ def test_asha_over_sac_learning_rate_with_a_point_reach_curriculum(ray_session, 
     from ray.tune.schedulers import ASHAScheduler
 
     from ajax_tune import AjaxTrainable
-    from ajax_tune.trainable import trial_dirname
+    from ajax_tune.tune_output import trial_dirname
     from tests.test_tune import fit, rows
 
     ladder = {
@@ -337,7 +337,7 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
     from ray.tune.schedulers import PopulationBasedTraining
 
     from ajax_tune import AjaxTrainable
-    from ajax_tune.trainable import trial_dirname
+    from ajax_tune.tune_output import trial_dirname
     from tests.test_tune import CollectResults, fit
 
     space = point_reach_trial(

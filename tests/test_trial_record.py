@@ -6,7 +6,7 @@ import pytest
 from ray import tune
 
 from ajax_tune import AjaxTrainable, trial_record
-from ajax_tune.trainable import trial_dirname
+from ajax_tune.tune_output import trial_dirname
 from tests.support.helpers import corridor_config
 
 BUDGET = 8 * 16 * 4  # env steps per seed per train() in corridor_config
