@@ -347,7 +347,9 @@ def cmd_evaluate(args) -> int:
     env_name = config["env"]["name"]
     size = len((config.get("population") or {}).get("members") or [None])
     if args.member is not None and not 0 <= args.member < size:
-        raise UsageError(f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {args.member}")
+        raise UsageError(
+            f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {args.member}"
+        )
     if args.gymnasium:
         twin = GYMNASIUM_TWINS.get(env_name)
         if twin is None:

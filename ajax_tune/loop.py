@@ -248,9 +248,7 @@ class TrainLoop:
         source = state.env.task if per_env else state.eval_task
         return {k: np.asarray(v[0]) for k, v in source.items()}
 
-    def set_hparams(
-        self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None
-    ) -> TrainState:
+    def set_hparams(self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None) -> TrainState:
         """New traced hyperparameters for the rest of the run, without recompiling: one agent
         config (and horizon) for every lane, or a sequence of one per member."""
         if agent_config is not None:
@@ -269,7 +267,9 @@ class TrainLoop:
                 ]
                 agent = jax.tree.map(lambda *xs: jnp.concatenate(xs), *per_member)
             else:
-                raise ConfigError(f"set_hparams takes one agent config or one per member ({self.num_members}), got {len(configs)}")
+                raise ConfigError(
+                    f"set_hparams takes one agent config or one per member ({self.num_members}), got {len(configs)}"
+                )
             state = state.replace(agent=agent)
         if total_timesteps is not None:
             horizons = list(total_timesteps) if isinstance(total_timesteps, Sequence) else [total_timesteps] * self.num_members

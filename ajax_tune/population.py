@@ -116,7 +116,9 @@ def _overrides(section: Mapping) -> list[dict]:
             raise ConfigError(f"population.members must be a list of overrides of the trial config, got {members!r}")
         for i, override in enumerate(members):
             if not isinstance(override, Mapping):
-                raise ConfigError(f"population.members[{i}] must be a mapping (an override of the trial config), got {override!r}")
+                raise ConfigError(
+                    f"population.members[{i}] must be a mapping (an override of the trial config), got {override!r}"
+                )
         return [copy.deepcopy(dict(m)) for m in members]
     if "size" not in section:
         raise ConfigError("population needs members (a list of overrides) or size (with an optional space and seed)")
@@ -230,7 +232,9 @@ def population_keys(population: Population) -> list[str]:
 
 def split(out: Any, num_members: int) -> list[Any]:
     """A call's output (leading axis lanes, on the host) as one output per member."""
-    return [jax.tree.map(lambda x, m=m: np.asarray(x).reshape(num_members, -1, *np.shape(x)[1:])[m], out) for m in range(num_members)]
+    return [
+        jax.tree.map(lambda x, m=m: np.asarray(x).reshape(num_members, -1, *np.shape(x)[1:])[m], out) for m in range(num_members)
+    ]
 
 
 def best_member(results: Sequence[Mapping[str, float]], metric: str, mode: str) -> int:

@@ -155,9 +155,7 @@ class Runner:
         diverged = health.diverged and self._on_nonfinite(result, health)
         self.curriculum.after_call(result, EnvStats.from_call(out.stats), diverged=diverged)
         horizon = max(m.train.total_timesteps for m in self.config.members)
-        result["done"] = result["env_steps"] >= horizon or (
-            diverged and self.config.train.on_nonfinite == "stop"
-        )
+        result["done"] = result["env_steps"] >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
         return result
 
     def _summarize(self, out) -> dict[str, float]:

@@ -67,7 +67,10 @@ def test_lanes_are_members_by_seeds(trained):
 def test_members_with_the_same_config_and_seed_train_identical_lanes(trained):
     _, _, state = trained
     assert_trees_equal(lanes(state, 0), lanes(state, 2))
-    same = [np.array_equal(a, b) for a, b in zip(jax.tree.leaves(lanes(state.agent.params, 0)), jax.tree.leaves(lanes(state.agent.params, 1)))]
+    same = [
+        np.array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(lanes(state.agent.params, 0)), jax.tree.leaves(lanes(state.agent.params, 1)))
+    ]
     assert not all(same)  # another learning rate trained other parameters
 
 
@@ -146,7 +149,9 @@ def test_best_member_recorded_by_a_checkpoint(trained, tmp_path, capsys):
     assert '"member": 3' in capsys.readouterr().out
     assert main(["evaluate", path, "--member", "-1"]) == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--member must be in [0, 3] (the checkpoint's population has 4 member(s)), got -1" in err
+    assert (
+        len(err.splitlines()) == 1 and "--member must be in [0, 3] (the checkpoint's population has 4 member(s)), got -1" in err
+    )
 
 
 def test_a_population_of_eight_compiles_once_and_reconfigures_without_rebuilding():
@@ -209,16 +214,31 @@ def test_selection_by_metric_and_mode_and_the_mean_headline():
     [
         ({"size": 0}, r"population must have at least one member, got 0"),
         ({"members": []}, r"population must have at least one member, got 0"),
-        ({"members": [{}, {"agent": {"num_envs": 4}}]}, r"population.members\[1\] changes agent.num_envs \(8 -> 4\), a static setting"),
-        ({"members": [{"train": {"num_seeds": 3}}]}, r"population.members\[0\] changes train.num_seeds \(2 -> 3\), a static setting"),
+        (
+            {"members": [{}, {"agent": {"num_envs": 4}}]},
+            r"population.members\[1\] changes agent.num_envs \(8 -> 4\), a static setting",
+        ),
+        (
+            {"members": [{"train": {"num_seeds": 3}}]},
+            r"population.members\[0\] changes train.num_seeds \(2 -> 3\), a static setting",
+        ),
         ({"members": [{"train": {"on_nonfinite": "error"}}]}, r"changes train.on_nonfinite .* a setting read once per trial"),
         ({"members": [{"agent": {"name": "sac"}}]}, r"population.members\[0\] changes agent.name, a static setting"),
-        ({"members": [{"env": {"task": {"length": 5}}}]}, r"population.members\[0\].env: a member overrides only \['agent', 'train'\]"),
+        (
+            {"members": [{"env": {"task": {"length": 5}}}]},
+            r"population.members\[0\].env: a member overrides only \['agent', 'train'\]",
+        ),
         ({"members": [{"agent": {"lrr": 1e-3}}]}, r"population.members\[0\]: unknown key agent.'lrr'; did you mean agent.'lr'"),
         ({"members": [{}], "size": 1}, r"population: give members or size"),
-        ({"size": 2, "space": {"agent": {"lr": {"grid": [1e-3, 3e-3]}}}}, r"population.space.agent.lr: \{grid: ...\} is not a draw"),
+        (
+            {"size": 2, "space": {"agent": {"lr": {"grid": [1e-3, 3e-3]}}}},
+            r"population.space.agent.lr: \{grid: ...\} is not a draw",
+        ),
         ({"size": 2, "select": {"mode": "best"}}, r"population.select.mode must be one of \['max', 'min'\]"),
-        ({"size": 2, "select": {"metric": "eval/retrun_mean"}}, r"population.select.metric: metric 'eval/retrun_mean' is not in any"),
+        (
+            {"size": 2, "select": {"metric": "eval/retrun_mean"}},
+            r"population.select.metric: metric 'eval/retrun_mean' is not in any",
+        ),
         ({"size": 2, "headline": "median"}, r"population.headline must be one of \['best', 'mean'\]"),
         ({"size": 2, "seeds": 3}, r"unknown key population.'seeds'"),
     ],
@@ -234,3 +254,66 @@ def test_a_curriculum_with_more_than_one_member_is_refused():
         r"^population: per-member curricula are not supported yet; a population of 2 members cannot have callbacks$",
     )
     Runner.check(corridor_config(callbacks=callbacks, population={"size": 1}))  # one member is a single run
+
+
+OFF_POLICY = {
+    "sac": {
+        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
+        "agent": {
+            "name": "sac",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "utd_ratio": 0.5,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 32,
+            "hidden_sizes": [16, 16],
+        },
+        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 64, "eval_episodes": 2, "num_seeds": 2},
+    },
+    "dqn": {
+        "env": {"name": "cartpole"},
+        "agent": {
+            "name": "dqn",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 16,
+            "hidden_sizes": [16, 16],
+        },
+        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 64, "eval_episodes": 2, "num_seeds": 2},
+    },
+}
+OFF_POLICY_MEMBER = {"agent": {"lr": 1e-3, "gamma": 0.9}, "train": {"total_timesteps": 600, "seed": 3}}
+
+
+@pytest.mark.parametrize("name", sorted(OFF_POLICY))
+def test_off_policy_members_train_as_their_single_runs(name):
+    """Replay buffers, per-member horizons (DQN's epsilon follows its member's) and per-member seeds."""
+    base = OFF_POLICY[name]
+    population = Runner({**base, "population": {"members": [{}, OFF_POLICY_MEMBER]}})
+    result = population.train()
+    member = {
+        **base,
+        "agent": {**base["agent"], **OFF_POLICY_MEMBER["agent"]},
+        "train": {**base["train"], **OFF_POLICY_MEMBER["train"]},
+    }
+    for k, config in enumerate((base, member)):
+        single = Runner(config)
+        single_result = single.train()
+        for x, y in zip(jax.tree.leaves(lanes(host(population.state), k)), jax.tree.leaves(host(single.state))):
+            np.testing.assert_allclose(x, y, rtol=RTOL, atol=ATOL)
+        assert result[K.member_key(k, "eval/return_mean")] == single_result["eval/return_mean"]
+
+
+def test_a_yaml_trial_draws_its_population_inside_the_trial_not_through_tune():
+    from ajax_tune.experiment import Experiment
+
+    space = {"agent": {"lr": {"peak": {"loguniform": [1e-4, 1e-2]}}}}
+    trial = corridor_config(population={"size": 3, "space": space, "seed": 2})
+    experiment = Experiment.from_dict({"trial": trial, "tune": {"metric": "member/2/eval/return_mean"}})
+    assert experiment.param_space()["population"] == {"size": 3, "space": space, "seed": 2}
+    assert Config.from_dict(experiment.param_space()).num_members == 3
+    with pytest.raises(ConfigError, match=r"tune.metric: metric 'member/3/eval/return_mean' is not in any result"):
+        Experiment.from_dict({"trial": trial, "tune": {"metric": "member/3/eval/return_mean"}})
