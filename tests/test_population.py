@@ -317,3 +317,38 @@ def test_a_yaml_trial_draws_its_population_inside_the_trial_not_through_tune():
     assert Config.from_dict(experiment.param_space()).num_members == 3
     with pytest.raises(ConfigError, match=r"tune.metric: metric 'member/3/eval/return_mean' is not in any result"):
         Experiment.from_dict({"trial": trial, "tune": {"metric": "member/3/eval/return_mean"}})
+
+
+def test_a_population_trial_through_tune(ray_session, tmp_path):
+    """One Tune trial per config, each training its members as lanes; its checkpoint rebuilds them."""
+    from ray import tune
+
+    from ajax_tune import AjaxTrainable
+    from ajax_tune.tune_output import trial_dirname
+
+    space = population_config()
+    space["agent"] = {**space["agent"], "clip_eps": tune.grid_search([0.1, 0.2])}
+    tuner = tune.Tuner(
+        AjaxTrainable,
+        param_space=space,
+        tune_config=tune.TuneConfig(metric="eval/return_mean", mode="max", trial_dirname_creator=trial_dirname),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="population",
+            stop={"training_iteration": 2},
+            verbose=0,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1, checkpoint_at_end=True),
+        ),
+    )
+    results = tuner.fit()
+    assert results.num_errors == 0, [r.error for r in results if r.error]
+    assert len(results) == 2
+    for result in results:
+        metrics = result.metrics
+        assert metrics["population/size"] == 4.0 and metrics["perf/compilations"] == 1
+        best = int(metrics["population/best_member"])
+        assert metrics["eval/return_mean"] == metrics[K.member_key(best, "eval/return_mean")]
+        assert metrics["member/3/train/total_timesteps"] == 20_000.0
+        rebuilt = Runner.from_checkpoint(result.checkpoint.path)
+        assert rebuilt.config.num_members == 4 and rebuilt.best_member == best
+        assert rebuilt.config.agent.clip_eps == result.config["agent"]["clip_eps"]
