@@ -62,9 +62,10 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     agent_cls, _ = resolve_agent(cfg.agent_name)
     agent = agent_cls(cfg.agent, env.observation_space, env.action_space)
     check_run = getattr(agent, "check_run", None)
-    if callable(check_run):  # settings that only make sense against the run (a warm-up within the horizon)
-        check_run(cfg.train)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=cfg.num_heldout)
+    if callable(check_run):  # settings that only make sense against the run (a warm-up within each member's horizon)
+        for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):
+            check_run(train)
+    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=cfg.num_heldout, num_members=cfg.num_members)
 
 
 def build_run(cfg: Config, env) -> RunParts:

@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--gymnasium", metavar="ENV_ID", help="run in gymnasium.make(ENV_ID) (CartPole-v1, Pendulum-v1)")
     evaluate.add_argument("--seed", type=int, default=0)
+    evaluate.add_argument(
+        "--member", type=int, help="the member of a population to run (default: the best one the checkpoint recorded)"
+    )
     evaluate.add_argument("--json", action="store_true", help="print the statistics as JSON")
     evaluate.set_defaults(handler=cmd_evaluate)
     return parser
@@ -342,6 +345,11 @@ def cmd_evaluate(args) -> int:
     if config is None:
         raise CheckpointError(f"{checkpoint} does not record its config; it was not written by ajax_tune's Runner")
     env_name = config["env"]["name"]
+    size = len((config.get("population") or {}).get("members") or [None])
+    if args.member is not None and not 0 <= args.member < size:
+        raise UsageError(
+            f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {args.member}"
+        )
     if args.gymnasium:
         twin = GYMNASIUM_TWINS.get(env_name)
         if twin is None:
@@ -361,7 +369,11 @@ def cmd_evaluate(args) -> int:
             print(f"note: the policy was trained on task {runner.get_task()}; {args.gymnasium} is the default task")
         with Progress(f"{args.gymnasium}: episodes", total=args.episodes) as progress:
             out = run_in_gymnasium(
-                runner.policy(), args.gymnasium, episodes=args.episodes, seed=args.seed, on_episode=progress.update
+                runner.policy(args.member),
+                args.gymnasium,
+                episodes=args.episodes,
+                seed=args.seed,
+                on_episode=progress.update,
             )
         stats = {
             "env": args.gymnasium,
@@ -374,10 +386,11 @@ def cmd_evaluate(args) -> int:
         }
     else:
         with Progress(f"{args.episodes} episodes x {runner.config.train.num_seeds} seeds, in one compiled call"):
-            out = runner.evaluate(args.episodes, task=task or None, seed=args.seed)
+            out = runner.evaluate(args.episodes, task=task or None, seed=args.seed, member=args.member)
         returns = out["return"]  # [seeds, episodes]
         stats = {
             "env": env_name,
+            **({"member": runner.best_member if args.member is None else args.member} if size > 1 else {}),
             "task": out["task"],
             "episodes": args.episodes,
             "seeds": int(returns.shape[0]),

@@ -9,6 +9,7 @@
       "task_sampler": {"name": "plr", "kwargs": {"space": {"length": [4, 32]}}},  # optional
       "heldout": {"space": {"length": [4, 32]}, "num_tasks": 8, "seed": 0},       # optional
       "resources": {"cpu": 1, "gpu": 0},
+      "population": {"members": [{"agent": {"lr": 1e-3}}, {"agent": {"lr": 3e-3}}]},  # optional
     }
 
 Every section is checked before anything is built: an unknown key names the nearest valid one,
@@ -27,6 +28,7 @@ from ajax_tune.fields import ConfigError, check_keys, config_section, init_only,
 from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
+from ajax_tune.population import CURRICULUM_PARTS, Population, merge
 from ajax_tune.samplers.heldout import HeldOut
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent", "resolve_import"]
@@ -68,7 +70,7 @@ class ResourcesConfig:
 
 _AGENTS = Registry("agent.name", AGENTS, imports="module:Class")
 SECTIONS = {"env": EnvConfig, "train": LoopConfig, "resources": ResourcesConfig}
-TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources")
+TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources", "population")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +84,7 @@ class Config:
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
     task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
     heldout: HeldOut | None = None  # parsed from {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
+    population: Population | None = None  # the members trained as lanes of this trial (see population.py)
 
     @classmethod
     def from_dict(cls, config: Mapping | Config) -> Config:
@@ -100,7 +103,7 @@ class Config:
         callbacks = config.get("callbacks") or ()
         if not isinstance(callbacks, (list, tuple)):
             raise ConfigError(f"callbacks must be a list, got {callbacks!r}")
-        return cls(
+        base = cls(
             env=sections["env"],
             agent_name=agent_name,
             agent=agent,
@@ -111,6 +114,48 @@ class Config:
             task_sampler=config.get("task_sampler"),
             heldout=HeldOut.parse(config.get("heldout")),  # its shape; its tasks are checked against the env later
         )
+        if config.get("population") is None:
+            return base
+        population = Population.parse(
+            config["population"],
+            base,
+            make_member=base.member,
+            curriculum={name: getattr(base, name) for name in CURRICULUM_PARTS},
+        )
+        return dataclasses.replace(base, population=population)
+
+    def member(self, override: Mapping, where: str) -> Config:
+        """This config (without its population) under one member's override of it."""
+        allowed = ("agent", "train")
+        for key, value in override.items():
+            if key not in allowed:
+                raise ConfigError(
+                    f"{where}.{key}: a member overrides only {list(allowed)} (its traced settings and train.seed); "
+                    f"{key} is shared by the whole population"
+                )
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}.{key} must be a mapping, got {value!r}")
+        if "name" in override.get("agent", {}):
+            raise ConfigError(f"{where} changes agent.name, a static setting: members share every static setting")
+        plain = self.to_dict()
+        agent_values = merge({k: v for k, v in plain["agent"].items() if k != "name"}, override.get("agent", {}))
+        train_values = merge(plain["train"], override.get("train", {}))
+        _, agent_config = resolve_agent(self.agent_name)
+        try:
+            agent = parse_section(agent_config, agent_values, "agent")
+            train = parse_section(LoopConfig, train_values, "train")
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        return dataclasses.replace(self, agent=agent, train=train, population=None)
+
+    @property
+    def members(self) -> tuple[Config, ...]:
+        """The config of each member the trial trains (itself, without a population)."""
+        return (self,) if self.population is None else self.population.members
+
+    @property
+    def num_members(self) -> int:
+        return len(self.members)
 
     def to_dict(self) -> dict:
         """A JSON-able dict that `from_dict` reads back (callables as import paths)."""
@@ -131,6 +176,7 @@ class Config:
             "resources": dataclasses.asdict(self.resources),
             "task_sampler": _sampler_entry(self.task_sampler),
             "heldout": None if self.heldout is None else self.heldout.to_dict(),
+            "population": None if self.population is None else self.population.to_dict(),
         }
 
     def static_settings(self) -> dict:
@@ -141,6 +187,7 @@ class Config:
             "agent": static_values(self.agent),
             "train": static_values(self.train),
             "num_heldout": self.num_heldout,
+            "num_members": self.num_members,
         }
 
     @property

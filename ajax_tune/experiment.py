@@ -140,7 +140,11 @@ class Experiment:
         trial = raw.get("trial") or {}
         if not isinstance(trial, Mapping):
             raise ConfigError(f"trial must be a mapping (the trial config: env, agent, train, ...), got {trial!r}")
-        trial = parse_spaces(copy.deepcopy(dict(trial)))
+        trial = copy.deepcopy(dict(trial))
+        members = trial.pop("population", None)  # its space is drawn inside the trial, never by Tune
+        trial = parse_spaces(trial)
+        if members is not None:
+            trial["population"] = members
         search, scheduler = parse_choice("search", section.search), parse_choice("scheduler", section.scheduler)
         if search["name"] != "random" and has_grid(trial):
             raise ConfigError(f"tune.search: {search['name']} cannot expand {{grid: ...}}; use choice")

@@ -81,6 +81,30 @@ SAMPLER_PREFIX = "sampler/"
 HISTOGRAM_PREFIX = "tasks/"
 
 
+#: A population (`population` in the trial config): its size, the member the headline keys come
+#: from, and per member `member/<k>/<name>` for each of `MEMBER_METRICS` (and the selection
+#: metric), and each traced setting the member follows (`member/<k>/agent/lr/peak`; a
+#: schedule's kind as its index in `schedules.KINDS`).
+POPULATION_KEYS = ("population/size", "population/best_member")
+MEMBER_PREFIX = "member/"
+MEMBER_METRICS = (
+    "eval/return_mean",
+    "eval/return_std",
+    "eval/return_min",
+    "eval/length_mean",
+    "eval/success_rate_mean",
+    "train/episode_return_mean",
+)
+
+
+def member_key(member: int, name: str) -> str:
+    return f"{MEMBER_PREFIX}{member}/{name}"
+
+
+def member_keys(member: int, metrics: Iterable[str], settings: Iterable[str]) -> list[str]:
+    return [member_key(member, name) for name in (*metrics, *settings)]
+
+
 def seed_keys(num_seeds: int) -> list[str]:
     return [f"{EVAL_SEED}{i}" for i in range(num_seeds)]
 

@@ -1,22 +1,24 @@
 """The resumable, jitted, agent-neutral training loop.
 
 `TrainLoop` is built once per configuration. Its `train` function is compiled once, takes the
-state donated, runs exactly `timesteps_per_iteration` env steps for each of `num_seeds` seeds
-and returns the new state with fixed-shape rows. The iteration counter in the state is absolute,
+state donated, runs exactly `timesteps_per_iteration` env steps for each of its lanes (`num_members` members x
+`num_seeds` seeds, members-major) and returns the new state with fixed-shape rows. The iteration counter in the state is absolute,
 so schedules, evaluation cadence and warm-up continue across calls as if the run were one long
 call: N calls of T steps give the same parameters as one call of N*T steps.
 
 The loop steps the envs, hands the agent what its `transition` asks for, calls its `update`,
 evaluates and writes rows. It knows nothing of any agent's keys. The scan over updates runs
-outside the vmap over seeds: every seed is at the same iteration, so the evaluation cadence (and
+outside the vmap over lanes: every lane is at the same iteration, so the evaluation cadence (and
 an agent's own conditions on the clock) stay real branches instead of running every update.
+Each lane has its own traced settings (in the agent's state) and its own horizon, so members of a
+population differ only in the values of arrays the one program reads.
 Nothing here knows about Ray.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
@@ -79,7 +81,7 @@ class LoopConfig:
 
 @struct.dataclass
 class TrainState:
-    """Everything the next call reads. Leading axis: seeds."""
+    """Everything the next call reads. Leading axis: lanes (member * num_seeds + seed)."""
 
     agent: Any
     env: EnvState  # [num_envs] per seed
@@ -88,15 +90,18 @@ class TrainState:
     useful_steps: jax.Array  # int32 env steps that were not masked, since the run began
     eval_task: Task  # the task evaluations run on
     heldout: Task  # [num_heldout] fixed tasks evaluated beside it
-    horizon: jax.Array  # float32 total_timesteps
+    horizon: jax.Array  # float32 total_timesteps (of the lane's member)
 
 
 class TrainLoop:
-    def __init__(self, env, agent, config: LoopConfig, num_heldout: int = 0):
+    def __init__(self, env, agent, config: LoopConfig, num_heldout: int = 0, num_members: int = 1):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent = agent
         self.config = config
         self.num_heldout = int(num_heldout)
+        if int(num_members) < 1:
+            raise ConfigError(f"a population needs at least one member, got {num_members}")
+        self.num_members = int(num_members)
         if config.reset_mode not in agent.reset_modes:
             raise ConfigError(
                 f"train.reset_mode {config.reset_mode!r} does not suit agent {type(agent).__name__}: "
@@ -138,7 +143,18 @@ class TrainLoop:
             **{f"agent.{k}": v for k, v in static_values(self.agent.config).items()},
             "num_seeds": self.config.num_seeds,
             "num_heldout": self.num_heldout,
+            **({"num_members": self.num_members} if self.num_members > 1 else {}),
         }
+
+    @property
+    def num_lanes(self) -> int:
+        """Lanes of the state's leading axis: members x seeds."""
+        return self.num_members * self.config.num_seeds
+
+    def member_lanes(self, member: int) -> slice:
+        """The lanes of one member (its seeds)."""
+        seeds = self.config.num_seeds
+        return slice(member * seeds, (member + 1) * seeds)
 
     @property
     def compilations(self) -> int:
@@ -159,7 +175,7 @@ class TrainLoop:
         return int(np.asarray(state.iteration).reshape(-1)[0]) * self.steps_per_update
 
     def useful_steps(self, state: TrainState) -> float:
-        """Unmasked env steps per seed since the run began (the mean over seeds)."""
+        """Unmasked env steps per lane since the run began (the mean over lanes)."""
         return float(np.mean(np.asarray(state.useful_steps, np.float64)))
 
     def summarize(self, out: CallOutput) -> dict[str, float]:
@@ -167,10 +183,15 @@ class TrainLoop:
 
     # -- state ---------------------------------------------------------------------------
 
-    def init(self, seed: int | None = None, task: Mapping | None = None) -> TrainState:
+    def init(self, seed: int | Sequence[int] | None = None, task: Mapping | None = None) -> TrainState:
+        """A fresh state. `seed` (one for every member, or one per member) gives each member the
+        seeds a single run with that seed would have, so equal members train equal lanes."""
         seed = self.config.seed if seed is None else seed
+        seeds = list(seed) if isinstance(seed, Sequence) else [seed] * self.num_members
+        if len(seeds) != self.num_members:
+            raise ConfigError(f"init takes one seed or one per member ({self.num_members}), got {len(seeds)}")
         task = self.env.validate_task(task or {})
-        keys = jax.random.split(jax.random.PRNGKey(seed), self.config.num_seeds)
+        keys = jnp.concatenate([jax.random.split(jax.random.PRNGKey(s), self.config.num_seeds) for s in seeds])
         return self._init(keys, task_to_jax(task))
 
     def _init_one(self, key, task) -> TrainState:
@@ -203,10 +224,10 @@ class TrainLoop:
         else:
             eval_new = {k: (v[0] if v.ndim > len(self.env.task_spec[k].shape) else v) for k, v in new.items()}
         set_one = jax.vmap(self.venv.set_task, in_axes=(0, None))
-        num_seeds = self.config.num_seeds
+        lanes = self.num_lanes
         return state.replace(
             env=set_one(state.env, task_to_jax(new)),
-            eval_task={k: jnp.broadcast_to(jnp.asarray(v), (num_seeds, *v.shape)) for k, v in eval_new.items()},
+            eval_task={k: jnp.broadcast_to(jnp.asarray(v), (lanes, *v.shape)) for k, v in eval_new.items()},
         )
 
     def set_heldout(self, state: TrainState, tasks: Mapping) -> TrainState:
@@ -218,22 +239,44 @@ class TrainLoop:
         for name, value in batch.items():
             if value.shape[:1] != (self.num_heldout,):
                 batch[name] = np.broadcast_to(value, (self.num_heldout, *value.shape))
-        seeds = self.config.num_seeds
-        return state.replace(heldout={k: jnp.broadcast_to(jnp.asarray(v), (seeds, *v.shape)) for k, v in batch.items()})
+        lanes = self.num_lanes
+        return state.replace(heldout={k: jnp.broadcast_to(jnp.asarray(v), (lanes, *v.shape)) for k, v in batch.items()})
 
     def get_task(self, state: TrainState, per_env: bool = False) -> dict[str, np.ndarray]:
-        """The evaluation task (or each env's task) of seed 0, as numpy arrays."""
+        """The evaluation task (or each env's task) of lane 0, as numpy arrays (every lane runs
+        the same tasks)."""
         source = state.env.task if per_env else state.eval_task
         return {k: np.asarray(v[0]) for k, v in source.items()}
 
-    def set_hparams(self, state: TrainState, agent_config=None, total_timesteps: int | None = None) -> TrainState:
-        """New traced hyperparameters for the rest of the run, without recompiling."""
+    def set_hparams(self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None) -> TrainState:
+        """New traced hyperparameters for the rest of the run, without recompiling: one agent
+        config (and horizon) for every lane, or a sequence of one per member."""
         if agent_config is not None:
-            if static_values(agent_config) != static_values(self.agent.config):
-                raise ConfigError("set_hparams changes only traced fields; static fields differ: rebuild the loop")
-            state = state.replace(agent=jax.vmap(self.agent.with_hparams, in_axes=(0, None))(state.agent, agent_config))
+            configs = list(agent_config) if isinstance(agent_config, Sequence) else [agent_config]
+            for config in configs:
+                if static_values(config) != static_values(self.agent.config):
+                    raise ConfigError("set_hparams changes only traced fields; static fields differ: rebuild the loop")
+            if len(configs) == 1:
+                agent = jax.vmap(self.agent.with_hparams, in_axes=(0, None))(state.agent, configs[0])
+            elif len(configs) == self.num_members:
+                per_member = [
+                    jax.vmap(self.agent.with_hparams, in_axes=(0, None))(
+                        jax.tree.map(lambda x, m=m: x[self.member_lanes(m)], state.agent), config
+                    )
+                    for m, config in enumerate(configs)
+                ]
+                agent = jax.tree.map(lambda *xs: jnp.concatenate(xs), *per_member)
+            else:
+                raise ConfigError(
+                    f"set_hparams takes one agent config or one per member ({self.num_members}), got {len(configs)}"
+                )
+            state = state.replace(agent=agent)
         if total_timesteps is not None:
-            state = state.replace(horizon=jnp.full_like(state.horizon, float(total_timesteps)))
+            horizons = list(total_timesteps) if isinstance(total_timesteps, Sequence) else [total_timesteps] * self.num_members
+            if len(horizons) != self.num_members:
+                raise ConfigError(f"set_hparams takes one horizon or one per member ({self.num_members}), got {len(horizons)}")
+            per_lane = np.repeat(np.asarray(horizons, np.float32), self.config.num_seeds)
+            state = state.replace(horizon=jnp.asarray(per_lane, state.horizon.dtype))
         return state
 
     def reseed(self, state: TrainState, salt: int) -> TrainState:
@@ -252,7 +295,7 @@ class TrainLoop:
         """The state's shapes and dtypes (`jax.ShapeDtypeStruct` leaves), traced from `init`
         without compiling, allocating or starting JAX's backends: what a checkpoint must fit, and what `call`
         can be traced with to learn the shapes of a call's output."""
-        keys = jax.ShapeDtypeStruct((self.config.num_seeds, 2), jnp.uint32)
+        keys = jax.ShapeDtypeStruct((self.num_lanes, 2), jnp.uint32)
         task = {
             k: jax.ShapeDtypeStruct(v.shape, jax.dtypes.canonicalize_dtype(v.dtype))
             for k, v in self.env.validate_task({}).items()
@@ -308,14 +351,14 @@ class TrainLoop:
 
     def _update(self, carry, _):
         state, stats = carry
-        # Every seed is at the same iteration: the clock and the evaluation cadence are not
-        # batched, so conditions on them are real branches.
+        # Every lane is at the same iteration: the timestep and the evaluation cadence are not
+        # batched, so conditions on them are real branches. The horizon is each lane's own.
         iteration = state.iteration[0]
-        clock = Clock(timestep=(iteration * self.steps_per_update).astype(jnp.float32), horizon=state.horizon[0])
+        timestep_now = (iteration * self.steps_per_update).astype(jnp.float32)
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
-        agent_state, env_state, row, health, stats = jax.vmap(self._learn, in_axes=(0, 0, 0, 0, None))(
-            state.agent, state.env, keys[:, 1], stats, clock
-        )
+        agent_state, env_state, row, health, stats = jax.vmap(
+            lambda agent, env, key, stats, horizon: self._learn(agent, env, key, stats, Clock(timestep_now, horizon))
+        )(state.agent, state.env, keys[:, 1], stats, state.horizon)
 
         timestep = (iteration + 1) * self.steps_per_update
         interval = self.config.eval_interval
@@ -420,7 +463,7 @@ class TrainLoop:
         return out
 
     def _no_evaluation(self) -> dict[str, jax.Array]:
-        seeds = self.config.num_seeds
+        seeds = self.num_lanes
         out = {k: jnp.full((seeds,), jnp.nan, jnp.float32) for k in EVAL_ROWS}
         if self.num_heldout:
             out.update(

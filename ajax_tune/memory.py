@@ -77,14 +77,16 @@ def check_state_fits(loop, gpu: float = 0.0, who: str = "the trial") -> int:
         machine = f"this machine has {have / GIB:.1f} GiB"
     if need > have:
         lower = "agent.capacity or train.num_seeds" if _capacity(loop) else "train.num_seeds or the agent's sizes"
+        lower += " (or the population's size)" if loop.num_members > 1 else ""
         raise ConfigError(f"{who} needs about {need / GIB:.1f} GiB of state ({_what_is_big(loop)}); {machine}; lower {lower}")
     return need
 
 
 def _what_is_big(loop) -> str:
     """The settings that make a state large, in the config's words, and its largest array."""
-    seeds, capacity = loop.config.num_seeds, _capacity(loop)
-    parts = [f"agent.capacity {capacity:,} transitions x {seeds} seeds" if capacity else f"{seeds} seeds"]
+    members, seeds, capacity = loop.num_members, loop.config.num_seeds, _capacity(loop)
+    lanes = f"{seeds} seeds" if members == 1 else f"{members} members x {seeds} seeds"
+    parts = [f"agent.capacity {capacity:,} transitions x {lanes}" if capacity else lanes]
     paths = jax.tree_util.tree_flatten_with_path(loop.abstract_state())[0]
     path, leaf = max(paths, key=lambda item: int(np.prod(item[1].shape)) * np.dtype(item[1].dtype).itemsize)
     size = int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize

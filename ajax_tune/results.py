@@ -23,6 +23,7 @@ from ajax_tune.build import RunParts, build_loop, build_run
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.evaluation import LOOP_ROWS
 from ajax_tune.loop import TrainLoop
+from ajax_tune.population import population_keys
 
 
 def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[str]:
@@ -35,7 +36,16 @@ def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[st
 
 
 def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
-    """The result keys of a run built from these parts."""
+    """The result keys of a run built from these parts (with a population, the headline keys,
+    which are one member's, and the population's own)."""
+    keys = member_keys_of(cfg, loop, parts)
+    if cfg.population is not None:
+        keys |= frozenset(population_keys(cfg.population))
+    return keys
+
+
+def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
+    """The keys of one member's result: those of a single run of its config."""
     metrics, health = agent_keys(loop)
     task_shapes = {k: tuple(v.shape) for k, v in parts.start_task.items()}
     fields = K.task_field_keys(task_shapes)

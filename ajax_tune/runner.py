@@ -7,6 +7,10 @@ settings changed. `AjaxTrainable` is a thin Tune shell over it, and it works wit
 
 It composes: `build` makes the parts, the loop trains, `evaluation.summarize` reduces a call
 to floats, the `Curriculum` moves the tasks on through a `TaskControl`, `checkpoint` writes.
+
+With a `population` in its config, one runner trains every member as lanes of its one program
+(`population.py`): results carry each member's keys and the best member's as the headline;
+`evaluate` and `policy` take a member (by default the best one).
 """
 
 from __future__ import annotations
@@ -20,15 +24,16 @@ from typing import Any
 import jax
 import numpy as np
 
-from ajax_tune import checkpoint
+from ajax_tune import checkpoint, population
 from ajax_tune.build import build_loop, build_run, named_metrics
 from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfinite, trial_salt
 from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.evaluation import Health, make_evaluate
-from ajax_tune.keys import START_PREFIX
-from ajax_tune.results import check_metric, keys_of
+from ajax_tune.fields import ConfigError
+from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
+from ajax_tune.results import check_metric, keys_of, member_keys_of
 from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.task_control import EnvContext, TaskControl
 
@@ -64,6 +69,8 @@ class Runner:
             keys = keys_of(cfg, loop, parts)
             for who, metric in named.items():
                 check_metric(metric, keys, who)
+        if cfg.population is not None:
+            check_metric(cfg.population.metric, member_keys_of(cfg, loop, parts), "population.select.metric")
         return cfg
 
     def _build_loop(self) -> None:
@@ -74,6 +81,9 @@ class Runner:
         """A fresh run of the current config: new state, new curriculum, counters at zero."""
         cfg = self.config
         parts = build_run(cfg, self.env)  # before compiling anything
+        pop = cfg.population
+        if pop is not None and pop.metric not in (*EVAL_KEYS, *START_KEYS, *TRAIN_KEYS):
+            check_metric(pop.metric, member_keys_of(cfg, self.loop, parts), "population.select.metric")
         self.heldout = parts.heldout
         self.control = TaskControl(self.loop, parts.levels, owner=self)
         env_ctx = EnvContext(
@@ -85,12 +95,18 @@ class Runner:
             member=0,
         )
         self.curriculum = parts.curriculum(self.control, env_ctx)
-        state = self.loop.init(seed=cfg.train.seed, task=parts.start_task)
+        state = self.loop.init(seed=[m.train.seed for m in cfg.members], task=parts.start_task)
         if self.heldout is not None:
             state = self.loop.set_heldout(state, self.heldout)
-        self.state = self.loop.set_hparams(state, cfg.agent, cfg.train.total_timesteps)
+        self.state = self._set_hparams(state)
         self.iteration = 0
+        self.best_member = 0
         self.curriculum.setup()
+
+    def _set_hparams(self, state):
+        """Each member's traced settings and horizon on its lanes."""
+        members = self.config.members
+        return self.loop.set_hparams(state, [m.agent for m in members], [m.train.total_timesteps for m in members])
 
     def reconfigure(self, config: Mapping | Config) -> bool:
         """Start a new run under `config`; rebuild the loop only if a static setting changed.
@@ -124,23 +140,31 @@ class Runner:
         elapsed = time.perf_counter() - start
         self.iteration += 1
         budget = self.config.train.timesteps_per_iteration
-        result = self.loop.summarize(out)
+        result = self._summarize(out)
         result.update(
             {
                 "timesteps_this_iter": budget,
                 "env_steps": self.loop.timestep(self.state),
                 "useful_env_steps": self.loop.useful_steps(self.state),
                 "perf/call_s": elapsed,
-                "perf/env_steps_per_s": budget * self.config.train.num_seeds / elapsed,
+                "perf/env_steps_per_s": budget * self.loop.num_lanes / elapsed,
                 "perf/compilations": self.retired_compilations + self.loop.compilations,
             }
         )
         health = Health.of(out)
         diverged = health.diverged and self._on_nonfinite(result, health)
         self.curriculum.after_call(result, EnvStats.from_call(out.stats), diverged=diverged)
-        result["done"] = result["env_steps"] >= self.config.train.total_timesteps or (
-            diverged and self.config.train.on_nonfinite == "stop"
-        )
+        horizon = max(m.train.total_timesteps for m in self.config.members)
+        result["done"] = result["env_steps"] >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
+        return result
+
+    def _summarize(self, out) -> dict[str, float]:
+        """The call's result: the run's, or with a population each member's and the headline."""
+        pop = self.config.population
+        if pop is None:
+            return self.loop.summarize(out)
+        results = [self.loop.summarize(part) for part in population.split(out, pop.size)]
+        result, self.best_member = population.reduce(pop, results)
         return result
 
     def _on_nonfinite(self, result: dict, health: Health) -> bool:
@@ -199,6 +223,7 @@ class Runner:
         extra = {
             "trial_id": self.trial_id,
             "iteration": self.iteration,
+            "best_member": self.best_member,
             **self.curriculum.get_state(),
             "config": self.config.to_dict(),
             "result": {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))},
@@ -220,8 +245,9 @@ class Runner:
             self.curriculum.reseed(salt)
         if self.heldout is not None:  # the held-out set of the config in force
             state = self.loop.set_heldout(state, self.heldout)
-        self.state = self.loop.set_hparams(state, self.config.agent, self.config.train.total_timesteps)
+        self.state = self._set_hparams(state)
         self.iteration = int(extra.get("iteration", 0))
+        self.best_member = int(extra.get("best_member", 0))
         self.curriculum.on_checkpoint_load(directory)
 
     @classmethod
@@ -244,22 +270,39 @@ class Runner:
             state, _ = runner.loop.restore(directory)
             refuse_nonfinite(directory, state.agent)
             runner.state, runner.iteration = state, int(extra.get("iteration", 0))
+            runner.best_member = int(extra.get("best_member", 0))
         return runner
 
     # -- the policy ----------------------------------------------------------------------
 
-    def evaluate(self, episodes: int = 10, task: Mapping[str, Any] | None = None, seed: int = 0) -> dict:
-        """Deterministic-policy episodes of every seed on `task` (default: the current one)."""
+    def member_lanes(self, member: int | None = None) -> slice:
+        """The lanes of `member` (default: the best member of the last call, or the one a
+        checkpoint recorded); an index outside the population is refused in one line."""
+        size = self.loop.num_members
+        member = self.best_member if member is None else member
+        if isinstance(member, bool) or not isinstance(member, (int, np.integer)) or not 0 <= member < size:
+            raise ConfigError(f"member must be in [0, {size - 1}] (the population has {size} member(s)), got {member!r}")
+        return self.loop.member_lanes(int(member))
+
+    def evaluate(
+        self, episodes: int = 10, task: Mapping[str, Any] | None = None, seed: int = 0, member: int | None = None
+    ) -> dict:
+        """Deterministic-policy episodes of every seed of `member` (default: the best) on `task`
+        (default: the current one)."""
+        lanes = self.member_lanes(member)
         task = self.env.validate_task(task or {}, current=self.get_task())
         if episodes not in self._evaluators:
             self._evaluators[episodes] = jax.jit(
                 jax.vmap(make_evaluate(self.loop.agent, self.env, episodes, per_episode=True), in_axes=(0, None, None))
             )
-        out = jax.device_get(self._evaluators[episodes](self.state.agent, task_to_jax(task), jax.random.PRNGKey(seed)))
+        agent_state = jax.tree.map(lambda x: x[lanes], self.state.agent)
+        out = jax.device_get(self._evaluators[episodes](agent_state, task_to_jax(task), jax.random.PRNGKey(seed)))
         return {"task": {k: v.tolist() for k, v in task.items()}, **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
 
-    def policy(self):
-        """A numpy policy `obs -> action` of seed 0, deterministic, for use outside JAX."""
-        agent, agent_state = self.loop.agent, jax.tree.map(lambda x: x[0], self.state.agent)
+    def policy(self, member: int | None = None):
+        """A numpy policy `obs -> action` of seed 0 of `member` (default: the best),
+        deterministic, for use outside JAX."""
+        lane = self.member_lanes(member).start
+        agent, agent_state = self.loop.agent, jax.tree.map(lambda x: x[lane], self.state.agent)
         act = jax.jit(lambda obs: agent.act(agent_state, obs, jax.random.PRNGKey(0), deterministic=True)[0])
         return lambda obs: np.asarray(act(np.asarray(obs, np.float32)))

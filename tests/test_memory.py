@@ -54,3 +54,11 @@ def test_host_memory_matches_the_operating_system():
 
     pages = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     assert abs(memory.host_memory_bytes() - pages) < 0.01 * pages
+
+
+def test_a_population_counts_every_members_lanes():
+    config = {"env": {"name": "pendulum"}, "agent": {"name": "sac", "capacity": 10**9}, "train": TRAIN}
+    loop = build_loop(Config.from_dict({**config, "population": {"size": 3}}))[1]
+    assert memory.state_bytes(loop) == 3 * memory.state_bytes(sac_loop(10**9))
+    with pytest.raises(ConfigError, match=r"transitions x 3 members x 4 seeds; .* \(or the population's size\)$"):
+        memory.check_state_fits(loop)

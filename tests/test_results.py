@@ -49,6 +49,20 @@ CONFIGS = {
         "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_episodes": 2},
     },
 }
+# Populations: each member's keys and the population's beside the headline (a member's own).
+CONFIGS["ppo_population_levels_heldout"] = corridor_config(
+    env={"levels": LEVELS, "level": 1},
+    heldout={"tasks": [{"length": 6}, {"length": 20}]},
+    population={"members": [{"agent": {"lr": 1e-3}}, {"agent": {"lr": {"kind": "cosine", "peak": 3e-3}}}]},
+)
+CONFIGS["dqn_population"] = {
+    **CONFIGS["dqn"],
+    "population": {
+        "size": 3,
+        "space": {"agent": {"lr": {"loguniform": [1e-4, 1e-3]}}, "train": {"total_timesteps": {"choice": [800, 1000]}}},
+        "select": {"metric": "loss/q", "mode": "min"},
+    },
+}
 
 
 COMPILES = []

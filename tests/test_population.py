@@ -1,0 +1,354 @@
+"""Populations: members that differ in traced settings, trained as lanes of one compiled program.
+
+Tolerance of "a member trains as a single run of its config": the state's arrays agree to
+`rtol=1e-5, atol=1e-6` (on the CPU they are bit-identical; a vmap over more lanes may reorder a
+reduction elsewhere) and the evaluation returns are equal.
+"""
+
+import math
+
+import jax
+import numpy as np
+import pytest
+
+from ajax_tune import keys as K
+from ajax_tune.cli import main
+from ajax_tune.config import Config, ConfigError
+from ajax_tune.population import best_member, reduce
+from ajax_tune.runner import Runner
+from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
+
+RTOL, ATOL = 1e-5, 1e-6
+
+# Members 0 and 2 are the same config; member 3 follows another schedule over another horizon.
+MEMBERS = [
+    {"agent": {"lr": 1e-3}},
+    {"agent": {"lr": 3e-3, "ent_coef": 0.0}},
+    {"agent": {"lr": 1e-3}},
+    {"agent": {"lr": {"kind": "linear", "peak": 3e-3}, "gamma": 0.9}, "train": {"total_timesteps": 20_000}},
+]
+
+
+def population_config(**population):
+    return corridor_config(length=6, population={"members": MEMBERS, **population})
+
+
+def member_config(k: int) -> dict:
+    """The single-run config of member `k`, written out by hand."""
+    config = corridor_config(length=6)
+    override = MEMBERS[k]
+    config["agent"] = {**config["agent"], **override.get("agent", {})}
+    config["train"] = {**config["train"], **override.get("train", {})}
+    return config
+
+
+@pytest.fixture(scope="module")
+def trained():
+    """A population of 4 after its first call, and that call's result."""
+    runner = Runner(population_config(), trial_id="pop")
+    first = runner.train()
+    return runner, first, host(runner.state)
+
+
+def lanes(tree, member: int, num_seeds: int = 2):
+    return jax.tree.map(lambda x: x[member * num_seeds : (member + 1) * num_seeds], tree)
+
+
+def test_lanes_are_members_by_seeds(trained):
+    runner, _, state = trained
+    assert runner.loop.num_members == 4 and runner.loop.num_lanes == 8
+    assert all(leaf.shape[0] == 8 for leaf in jax.tree.leaves(state))
+    # each member's traced settings are on its lanes, its horizon too
+    np.testing.assert_allclose(state.agent.hp.lr.peak, np.repeat([1e-3, 3e-3, 1e-3, 3e-3], 2).astype(np.float32))
+    np.testing.assert_array_equal(state.agent.hp.ent_coef, np.repeat([0.01, 0.0, 0.01, 0.01], 2).astype(np.float32))
+    np.testing.assert_array_equal(state.horizon, np.repeat([50_000, 50_000, 50_000, 20_000], 2).astype(np.float32))
+
+
+def test_members_with_the_same_config_and_seed_train_identical_lanes(trained):
+    _, _, state = trained
+    assert_trees_equal(lanes(state, 0), lanes(state, 2))
+    same = [
+        np.array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(lanes(state.agent.params, 0)), jax.tree.leaves(lanes(state.agent.params, 1)))
+    ]
+    assert not all(same)  # another learning rate trained other parameters
+
+
+@pytest.mark.parametrize("member", [1, 3])
+def test_a_members_first_call_matches_a_single_run_of_its_config(trained, member):
+    _, first, state = trained
+    single = Runner(member_config(member))
+    result = single.train()
+    ours, theirs = lanes(state, member), host(single.state)
+    assert jax.tree.structure(ours) == jax.tree.structure(theirs)
+    for x, y in zip(jax.tree.leaves(ours), jax.tree.leaves(theirs)):
+        np.testing.assert_allclose(x, y, rtol=RTOL, atol=ATOL)
+    for name in ("eval/return_mean", "eval/return_std", "eval/success_rate_mean"):
+        assert first[K.member_key(member, name)] == result[name], name
+
+
+def test_results_carry_every_member_and_the_best_members_headline(trained):
+    runner, first, _ = trained
+    assert first["population/size"] == 4.0
+    best = int(first["population/best_member"])
+    returns = [first[K.member_key(k, "eval/return_mean")] for k in range(4)]
+    assert best == int(np.nanargmax(returns)) and runner.best_member == best
+    for name in K.MEMBER_METRICS:
+        assert first[name] == first[K.member_key(best, name)] or (
+            math.isnan(first[name]) and math.isnan(first[K.member_key(best, name)])
+        ), name
+    # the headline is the best member's own seeds, not the population's
+    seeds = [first[f"eval/return_seed{i}"] for i in range(2)]
+    assert first["eval/return_mean"] == pytest.approx(np.mean(seeds))
+    assert "eval/return_seed2" not in first
+    # each member's traced settings as plain floats
+    assert first["member/1/agent/lr/peak"] == pytest.approx(3e-3) and first["member/1/agent/ent_coef"] == 0.0
+    assert first["member/3/agent/lr/kind"] == 1.0 and first["member/3/train/total_timesteps"] == 20_000.0
+    assert first["member/3/agent/gamma"] == pytest.approx(0.9)
+    assert all(isinstance(v, (int, float, bool)) for v in first.values())
+
+
+def test_save_restore_continues_bit_identically_and_rebuilds_the_population(trained, tmp_path):
+    runner, _, _ = trained
+    path = runner.save(tmp_path / "ckpt")
+    saved = host(runner.state)
+    second = runner.train()
+    after = host(runner.state)
+
+    runner.restore(path)
+    assert_trees_equal(runner.state, saved)
+    again = runner.train()
+    assert_trees_equal(runner.state, after)
+    assert again["eval/return_mean"] == second["eval/return_mean"]
+    assert again["perf/compilations"] == 1
+
+    rebuilt = Runner.from_checkpoint(path)
+    assert rebuilt.config.num_members == 4 and rebuilt.loop.num_lanes == 8
+    assert [m.agent.lr.peak for m in rebuilt.config.members] == [1e-3, 3e-3, 1e-3, 3e-3]
+    assert_trees_equal(rebuilt.state, saved)
+    # member k's evaluation runs member k's lanes: equal members score the same
+    zero, two = rebuilt.evaluate(episodes=2, member=0), rebuilt.evaluate(episodes=2, member=2)
+    assert zero["return"].shape == (2, 2)
+    np.testing.assert_array_equal(zero["return"], two["return"])
+    policy = rebuilt.policy(member=1)
+    assert np.asarray(policy(np.zeros(rebuilt.env.observation_space.shape, np.float32))).shape == ()
+    with pytest.raises(ConfigError, match=r"^member must be in \[0, 3\] \(the population has 4 member\(s\)\), got 4$"):
+        rebuilt.evaluate(member=4)
+
+    # the command line: the best member by default, any member by --member, out of range refused
+    assert main(["evaluate", path, "--episodes", "2", "--json", "--member", "2"]) == 0
+    assert main(["evaluate", path, "--member", "4"]) == 2
+
+
+def test_best_member_recorded_by_a_checkpoint(trained, tmp_path, capsys):
+    runner, _, _ = trained
+    runner.best_member = 3
+    path = runner.save(tmp_path / "ckpt", result={"population/best_member": 3.0})
+    assert Runner.from_checkpoint(path).best_member == 3
+    assert main(["evaluate", path, "--episodes", "2", "--json"]) == 0
+    assert '"member": 3' in capsys.readouterr().out
+    assert main(["evaluate", path, "--member", "-1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        len(err.splitlines()) == 1 and "--member must be in [0, 3] (the checkpoint's population has 4 member(s)), got -1" in err
+    )
+
+
+def test_a_population_of_eight_compiles_once_and_reconfigures_without_rebuilding():
+    space = {"agent": {"lr": {"peak": {"loguniform": [1e-4, 1e-2]}}, "ent_coef": {"uniform": [0.0, 0.02]}}}
+    config = corridor_config(train={"num_seeds": 1}, population={"size": 8, "space": space, "seed": 0})
+    runner = Runner(config)
+    results = [runner.train() for _ in range(3)]
+    assert [r["perf/compilations"] for r in results] == [1, 1, 1]
+    assert {k for k in results[0] if k.startswith("member/7/eval/")} >= {"member/7/eval/return_mean"}
+    peaks = [results[0][K.member_key(k, "agent/lr/peak")] for k in range(8)]
+    assert len(set(peaks)) == 8 and all(1e-4 <= p <= 1e-2 for p in peaks)
+
+    other = corridor_config(train={"num_seeds": 1}, population={"size": 8, "space": space, "seed": 1})
+    assert runner.reconfigure(other) is False
+    result = runner.train()
+    assert result["perf/compilations"] == 1
+    assert [result[K.member_key(k, "agent/lr/peak")] for k in range(8)] != peaks
+    assert result["env_steps"] == config["train"]["timesteps_per_iteration"]  # a new run
+
+    assert runner.reconfigure(corridor_config(train={"num_seeds": 1}, population={"size": 4, "space": space})) is True
+
+
+# -- the section itself (nothing compiles) ------------------------------------------------
+
+
+def test_draws_are_seeded_and_within_their_space():
+    space = {"agent": {"lr": {"peak": {"loguniform": [1e-4, 1e-2]}}, "gamma": {"choice": [0.9, 0.99]}}}
+
+    def peaks(seed):
+        cfg = Config.from_dict(corridor_config(population={"size": 5, "space": space, "seed": seed}))
+        return [(m.agent.lr.peak, m.agent.gamma) for m in cfg.members]
+
+    assert peaks(0) == peaks(0) != peaks(1)
+    assert all(1e-4 <= p <= 1e-2 and g in (0.9, 0.99) for p, g in peaks(0))
+    # the drawn members are written out, so a checkpoint's config rebuilds the same population
+    cfg = Config.from_dict(corridor_config(population={"size": 5, "space": space, "seed": 0}))
+    assert Config.from_dict(cfg.to_dict()) == cfg
+
+
+def test_without_a_space_members_are_copies_and_a_population_of_one_is_a_single_run():
+    cfg = Config.from_dict(corridor_config(population={"size": 3}))
+    assert cfg.num_members == 3 and all(m.agent == cfg.agent for m in cfg.members)
+    assert Config.from_dict(corridor_config()).members == (Config.from_dict(corridor_config()),)
+
+
+def test_selection_by_metric_and_mode_and_the_mean_headline():
+    results = [{"eval/return_mean": 1.0, "x": 5.0}, {"eval/return_mean": 3.0, "x": 1.0}, {"eval/return_mean": math.nan, "x": 3.0}]
+    assert best_member(results, "eval/return_mean", "max") == 1
+    assert best_member(results, "x", "min") == 1 and best_member(results, "x", "max") == 0
+    assert best_member([{"eval/return_mean": math.nan}] * 2, "eval/return_mean", "max") == 0
+    cfg = Config.from_dict(corridor_config(population={"size": 3, "headline": "mean", "select": {"metric": "x", "mode": "min"}}))
+    result, best = reduce(cfg.population, results)
+    assert best == 1 and result["population/best_member"] == 1.0
+    assert result["x"] == 3.0 and result["eval/return_mean"] == 2.0  # means over members (NaN left out)
+    assert result["member/0/x"] == 5.0 and result["member/2/eval/return_mean"] != result["member/2/eval/return_mean"]
+
+
+@pytest.mark.parametrize(
+    "population, message",
+    [
+        ({"size": 0}, r"population must have at least one member, got 0"),
+        ({"members": []}, r"population must have at least one member, got 0"),
+        (
+            {"members": [{}, {"agent": {"num_envs": 4}}]},
+            r"population.members\[1\] changes agent.num_envs \(8 -> 4\), a static setting",
+        ),
+        (
+            {"members": [{"train": {"num_seeds": 3}}]},
+            r"population.members\[0\] changes train.num_seeds \(2 -> 3\), a static setting",
+        ),
+        ({"members": [{"train": {"on_nonfinite": "error"}}]}, r"changes train.on_nonfinite .* a setting read once per trial"),
+        ({"members": [{"agent": {"name": "sac"}}]}, r"population.members\[0\] changes agent.name, a static setting"),
+        (
+            {"members": [{"env": {"task": {"length": 5}}}]},
+            r"population.members\[0\].env: a member overrides only \['agent', 'train'\]",
+        ),
+        ({"members": [{"agent": {"lrr": 1e-3}}]}, r"population.members\[0\]: unknown key agent.'lrr'; did you mean agent.'lr'"),
+        ({"members": [{}], "size": 1}, r"population: give members or size"),
+        (
+            {"size": 2, "space": {"agent": {"lr": {"grid": [1e-3, 3e-3]}}}},
+            r"population.space.agent.lr: \{grid: ...\} is not a draw",
+        ),
+        ({"size": 2, "select": {"mode": "best"}}, r"population.select.mode must be one of \['max', 'min'\]"),
+        (
+            {"size": 2, "select": {"metric": "eval/retrun_mean"}},
+            r"population.select.metric: metric 'eval/retrun_mean' is not in any",
+        ),
+        ({"size": 2, "headline": "median"}, r"population.headline must be one of \['best', 'mean'\]"),
+        ({"size": 2, "seeds": 3}, r"unknown key population.'seeds'"),
+    ],
+)
+def test_bad_populations_are_one_line_before_compiling(population, message):
+    assert_refused_before_compiling(corridor_config(population=population), message)
+
+
+def test_a_curriculum_with_more_than_one_member_is_refused():
+    callbacks = [{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": {"length": [4, 8]}}}]
+    assert_refused_before_compiling(
+        corridor_config(callbacks=callbacks, population={"size": 2}),
+        r"^population: per-member curricula are not supported yet; a population of 2 members cannot have callbacks$",
+    )
+    Runner.check(corridor_config(callbacks=callbacks, population={"size": 1}))  # one member is a single run
+
+
+OFF_POLICY = {
+    "sac": {
+        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
+        "agent": {
+            "name": "sac",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "utd_ratio": 0.5,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 32,
+            "hidden_sizes": [16, 16],
+        },
+        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 64, "eval_episodes": 2, "num_seeds": 2},
+    },
+    "dqn": {
+        "env": {"name": "cartpole"},
+        "agent": {
+            "name": "dqn",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 16,
+            "hidden_sizes": [16, 16],
+        },
+        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 64, "eval_episodes": 2, "num_seeds": 2},
+    },
+}
+OFF_POLICY_MEMBER = {"agent": {"lr": 1e-3, "gamma": 0.9}, "train": {"total_timesteps": 600, "seed": 3}}
+
+
+@pytest.mark.parametrize("name", sorted(OFF_POLICY))
+def test_off_policy_members_train_as_their_single_runs(name):
+    """Replay buffers, per-member horizons (DQN's epsilon follows its member's) and per-member seeds."""
+    base = OFF_POLICY[name]
+    population = Runner({**base, "population": {"members": [{}, OFF_POLICY_MEMBER]}})
+    result = population.train()
+    member = {
+        **base,
+        "agent": {**base["agent"], **OFF_POLICY_MEMBER["agent"]},
+        "train": {**base["train"], **OFF_POLICY_MEMBER["train"]},
+    }
+    for k, config in enumerate((base, member)):
+        single = Runner(config)
+        single_result = single.train()
+        for x, y in zip(jax.tree.leaves(lanes(host(population.state), k)), jax.tree.leaves(host(single.state))):
+            np.testing.assert_allclose(x, y, rtol=RTOL, atol=ATOL)
+        assert result[K.member_key(k, "eval/return_mean")] == single_result["eval/return_mean"]
+
+
+def test_a_yaml_trial_draws_its_population_inside_the_trial_not_through_tune():
+    from ajax_tune.experiment import Experiment
+
+    space = {"agent": {"lr": {"peak": {"loguniform": [1e-4, 1e-2]}}}}
+    trial = corridor_config(population={"size": 3, "space": space, "seed": 2})
+    experiment = Experiment.from_dict({"trial": trial, "tune": {"metric": "member/2/eval/return_mean"}})
+    assert experiment.param_space()["population"] == {"size": 3, "space": space, "seed": 2}
+    assert Config.from_dict(experiment.param_space()).num_members == 3
+    with pytest.raises(ConfigError, match=r"tune.metric: metric 'member/3/eval/return_mean' is not in any result"):
+        Experiment.from_dict({"trial": trial, "tune": {"metric": "member/3/eval/return_mean"}})
+
+
+def test_a_population_trial_through_tune(ray_session, tmp_path):
+    """One Tune trial per config, each training its members as lanes; its checkpoint rebuilds them."""
+    from ray import tune
+
+    from ajax_tune import AjaxTrainable
+    from ajax_tune.tune_output import trial_dirname
+
+    space = population_config()
+    space["agent"] = {**space["agent"], "clip_eps": tune.grid_search([0.1, 0.2])}
+    tuner = tune.Tuner(
+        AjaxTrainable,
+        param_space=space,
+        tune_config=tune.TuneConfig(metric="eval/return_mean", mode="max", trial_dirname_creator=trial_dirname),
+        run_config=tune.RunConfig(
+            storage_path=str(tmp_path),
+            name="population",
+            stop={"training_iteration": 2},
+            verbose=0,
+            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1, checkpoint_at_end=True),
+        ),
+    )
+    results = tuner.fit()
+    assert results.num_errors == 0, [r.error for r in results if r.error]
+    assert len(results) == 2
+    for result in results:
+        metrics = result.metrics
+        assert metrics["population/size"] == 4.0 and metrics["perf/compilations"] == 1
+        best = int(metrics["population/best_member"])
+        assert metrics["eval/return_mean"] == metrics[K.member_key(best, "eval/return_mean")]
+        assert metrics["member/3/train/total_timesteps"] == 20_000.0
+        rebuilt = Runner.from_checkpoint(result.checkpoint.path)
+        assert rebuilt.config.num_members == 4 and rebuilt.best_member == best
+        assert rebuilt.config.agent.clip_eps == result.config["agent"]["clip_eps"]
