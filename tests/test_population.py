@@ -16,7 +16,13 @@ from ajax_tune.cli import main
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.population import best_member, reduce
 from ajax_tune.runner import Runner
-from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
+from tests.support.helpers import (
+    assert_refused_before_compiling,
+    assert_trees_equal,
+    corridor_config,
+    host,
+    tiny_off_policy_config,
+)
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -257,33 +263,7 @@ def test_a_curriculum_with_more_than_one_member_is_refused():
 
 
 OFF_POLICY = {
-    "sac": {
-        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
-        "agent": {
-            "name": "sac",
-            "num_envs": 2,
-            "unroll_length": 8,
-            "utd_ratio": 0.5,
-            "batch_size": 16,
-            "capacity": 80,
-            "learning_starts": 32,
-            "hidden_sizes": [16, 16],
-        },
-        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 64, "eval_episodes": 2, "num_seeds": 2},
-    },
-    "dqn": {
-        "env": {"name": "cartpole"},
-        "agent": {
-            "name": "dqn",
-            "num_envs": 2,
-            "unroll_length": 8,
-            "batch_size": 16,
-            "capacity": 80,
-            "learning_starts": 16,
-            "hidden_sizes": [16, 16],
-        },
-        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 64, "eval_episodes": 2, "num_seeds": 2},
-    },
+    agent: tiny_off_policy_config(agent, train={"timesteps_per_iteration": 64, "num_seeds": 2}) for agent in ("sac", "dqn")
 }
 OFF_POLICY_MEMBER = {"agent": {"lr": 1e-3, "gamma": 0.9}, "train": {"total_timesteps": 600, "seed": 3}}
 

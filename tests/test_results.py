@@ -9,7 +9,7 @@ from ajax_tune.config import ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.results import check_metric, result_keys
 from ajax_tune.runner import Runner
-from tests.support.helpers import corridor_config
+from tests.support.helpers import corridor_config, tiny_off_policy_config
 
 LEVELS = {"length": [4, 8, 12]}
 CONFIGS = {
@@ -20,34 +20,8 @@ CONFIGS = {
         callbacks=[{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": LEVELS, "mix_earlier": 0.25}}],
     ),
     "ppo_sampler": corridor_config(task_sampler={"name": "plr", "kwargs": {"space": {"length": [4, 12]}}}),
-    "sac": {
-        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
-        "agent": {
-            "name": "sac",
-            "num_envs": 2,
-            "unroll_length": 8,
-            "utd_ratio": 0.5,
-            "batch_size": 16,
-            "capacity": 80,
-            "learning_starts": 32,
-            "hidden_sizes": [16, 16],
-            "normalize_observations": True,
-        },
-        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_every": 48, "eval_episodes": 2, "num_seeds": 2},
-    },
-    "dqn": {
-        "env": {"name": "cartpole"},
-        "agent": {
-            "name": "dqn",
-            "num_envs": 2,
-            "unroll_length": 8,
-            "batch_size": 16,
-            "capacity": 80,
-            "learning_starts": 16,
-            "hidden_sizes": [16, 16],
-        },
-        "train": {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_episodes": 2},
-    },
+    "sac": tiny_off_policy_config("sac", agent={"normalize_observations": True}, train={"eval_every": 48, "num_seeds": 2}),
+    "dqn": tiny_off_policy_config("dqn"),
 }
 # Populations: each member's keys and the population's beside the headline (a member's own).
 CONFIGS["ppo_population_levels_heldout"] = corridor_config(

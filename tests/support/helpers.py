@@ -63,6 +63,44 @@ def corridor_config(length=4, lr=3e-3, **sections):
     return config
 
 
+TINY_OFF_POLICY = {
+    "sac": {
+        "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 5}},
+        "agent": {
+            "name": "sac",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "utd_ratio": 0.5,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 32,
+            "hidden_sizes": [16, 16],
+        },
+    },
+    "dqn": {
+        "env": {"name": "cartpole"},
+        "agent": {
+            "name": "dqn",
+            "num_envs": 2,
+            "unroll_length": 8,
+            "batch_size": 16,
+            "capacity": 80,
+            "learning_starts": 16,
+            "hidden_sizes": [16, 16],
+        },
+    },
+}
+
+
+def tiny_off_policy_config(name: str, /, **sections):
+    """A few-second SAC (point_reach) or DQN (cartpole) config; `sections` update its sections."""
+    config = {key: dict(value) for key, value in TINY_OFF_POLICY[name].items()}
+    config["train"] = {"total_timesteps": 1_000, "timesteps_per_iteration": 32, "eval_episodes": 2}
+    for key, value in sections.items():
+        config[key] = {**config[key], **value} if isinstance(value, dict) and isinstance(config.get(key), dict) else value
+    return config
+
+
 def assert_refused_before_compiling(config, message):
     """`config` is refused with a one-line ConfigError matching `message`, by `Runner.check` and
     where a trial would start (`Runner(config)`), before anything is built or compiled."""
