@@ -96,6 +96,13 @@ MEMBER_METRICS = (
     "train/episode_return_mean",
 )
 
+#: PBT inside a trial (`population.pbt`): per member `member/<k>/parent` (the member whose state
+#: it took at its last exploit; -1 before its first) and `member/<k>/exploits` (how many it took);
+#: the trial's exploits so far and the programs the exploit's gather compiled (the train
+#: program's own stay in `perf/compilations`).
+LINEAGE = ("parent", "exploits")
+PBT_KEYS = ("population/exploits", "perf/exploit_compilations")
+
 
 def member_key(member: int, name: str) -> str:
     return f"{MEMBER_PREFIX}{member}/{name}"

@@ -12,8 +12,12 @@ seeds a single run of its config would use, so a member trains as that run would
 Results carry every member's metrics and settings under `member/<k>/...`; the trial's headline
 keys are those of the best member by `select` (or the mean over members, `headline: mean`).
 
-Not yet: packing a searcher's suggestions into one trial, PBT inside a trial, and curricula per
-member (a population of more than one member takes no env_task_fn, callbacks or task sampler).
+A `pbt` subsection runs population-based training inside the trial: every `interval` calls the
+worst members take a copy of a better member's whole state and explored traced settings
+(`population_pbt.py`; parsed here, as `PBT`).
+
+Not yet: packing a searcher's suggestions into one trial, and curricula per member (a
+population of more than one member takes no env_task_fn, callbacks or task sampler).
 
 This module knows configs only through the values it is given: `config.py` parses the section
 with it, `runner.py` reduces a call's output with it.
@@ -33,10 +37,14 @@ import numpy as np
 from ajax_tune import keys as K
 from ajax_tune.errors import ConfigError
 from ajax_tune.fields import check_keys, field_kind
+from ajax_tune.imports import did_you_mean
 from ajax_tune.schedules import KINDS, Schedule
 from ajax_tune.spaces import DESCEND, Domain, map_spaces, parse_spaces
 
-SECTION_KEYS = ("members", "size", "space", "seed", "select", "headline")
+SECTION_KEYS = ("members", "size", "space", "seed", "select", "headline", "pbt")
+PBT_KEYS = ("interval", "quantile", "mutations", "resample_probability", "perturbation_factors", "seed")
+#: Distributions a number may be resampled from (and perturbed within); `choice` is a list.
+NUMBER_DOMAINS = ("uniform", "loguniform", "quniform", "qloguniform", "randint")
 SELECT_MODES = ("max", "min")
 HEADLINES = ("best", "mean")
 #: Sections of the trial config a member may write in its override, and the one setting of
@@ -55,6 +63,7 @@ class Population:
     metric: str = "eval/return_mean"
     mode: str = "max"
     headline: str = "best"
+    pbt: PBT | None = None
 
     @property
     def size(self) -> int:
@@ -62,11 +71,14 @@ class Population:
 
     def to_dict(self) -> dict:
         """What `parse` reads back to the same members (draws written out as members)."""
-        return {
+        out = {
             "members": copy.deepcopy(list(self.overrides)),
             "select": {"metric": self.metric, "mode": self.mode},
             "headline": self.headline,
         }
+        if self.pbt is not None:
+            out["pbt"] = copy.deepcopy(self.pbt.section)
+        return out
 
     @classmethod
     def parse(cls, section: Any, base, make_member: Callable[[dict, str], Any], curriculum: Mapping[str, Any]) -> Population:
@@ -102,7 +114,172 @@ class Population:
         headline = section.get("headline", "best")
         if headline not in HEADLINES:
             raise ConfigError(f"population.headline must be one of {list(HEADLINES)}, got {headline!r}")
-        return cls(tuple(overrides), tuple(members), metric, mode, headline)
+        pbt = None if section.get("pbt") is None else PBT.parse(section["pbt"], base, make_member, len(members))
+        return cls(tuple(overrides), tuple(members), metric, mode, headline, pbt)
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutation:
+    """One traced setting PBT explores: `path` names it in the trial config (`("agent", "lr",
+    "peak")` for a schedule's part); `choices` (a list: a step to a neighbour, or a resample) or
+    `domain` (a number: perturbed by a factor and kept inside the domain's bounds, or resampled)."""
+
+    path: tuple[str, ...]
+    choices: tuple | None = None
+    domain: Domain | None = None
+
+    @property
+    def name(self) -> str:
+        return ".".join(self.path)
+
+
+@dataclasses.dataclass(frozen=True)
+class PBT:
+    """`population.pbt`: population-based training between the members of one trial.
+
+    `interval` counts calls of `train()` (a call is `train.timesteps_per_iteration` env steps
+    per seed): after every `interval`-th call, the bottom `quantile` of members (by `select`)
+    take the state of a member of the top `quantile` and explore its traced settings."""
+
+    section: dict  # as written, for `to_dict`
+    mutations: tuple[Mutation, ...]
+    interval: int = 1
+    quantile: float = 0.25
+    resample_probability: float = 0.25
+    perturbation_factors: tuple[float, ...] = (0.8, 1.2)
+    seed: int = 0
+
+    @classmethod
+    def parse(cls, section: Any, base, make_member: Callable[[dict, str], Any], size: int) -> PBT:
+        where = "population.pbt"
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{where} must be a mapping with keys {list(PBT_KEYS)}, got {section!r}")
+        check_keys(section, PBT_KEYS, f"{where}.")
+        if size < 2:
+            raise ConfigError(f"{where} needs a population of at least 2 members to exploit, got {size}")
+        interval, seed = section.get("interval", 1), section.get("seed", 0)
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ConfigError(f"{where}.interval must be a whole number of calls >= 1, got {interval!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"{where}.seed must be an integer >= 0, got {seed!r}")
+        quantile = section.get("quantile", 0.25)
+        if not _is_number(quantile) or not 0.0 < quantile <= 0.5:
+            raise ConfigError(f"{where}.quantile must be a number in (0, 0.5], got {quantile!r}")
+        resample = section.get("resample_probability", 0.25)
+        if not _is_number(resample) or not 0.0 <= resample <= 1.0:
+            raise ConfigError(f"{where}.resample_probability must be a number in [0, 1], got {resample!r}")
+        factors = section.get("perturbation_factors", [0.8, 1.2])
+        if not isinstance(factors, (list, tuple)) or not factors or not all(_is_number(f) and f > 0 for f in factors):
+            raise ConfigError(f"{where}.perturbation_factors must be a non-empty list of positive numbers, got {factors!r}")
+        mutations = section.get("mutations")
+        if not isinstance(mutations, Mapping) or not mutations:
+            raise ConfigError(
+                f"{where}.mutations must name at least one traced setting, shaped like the trial config "
+                f"({{agent: {{lr: {{peak: {{loguniform: [1e-4, 1e-2]}}}}}}}}), got {mutations!r}"
+            )
+        parsed = _mutations(parse_spaces(copy.deepcopy(dict(mutations)), f"{where}.mutations"), base, make_member)
+        return cls(
+            copy.deepcopy(dict(section)),
+            tuple(parsed),
+            interval,
+            float(quantile),
+            float(resample),
+            tuple(float(f) for f in factors),
+            seed,
+        )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _mutations(tree: Mapping, base, make_member) -> list[Mutation]:
+    """Each leaf of `population.pbt.mutations` (a list or a distribution) as a `Mutation`,
+    checked against the trial config: a traced setting of the agent, every value it may take valid."""
+    found: list[Mutation] = []
+
+    def walk(node, path):
+        if isinstance(node, (Domain, list)):
+            found.append(_mutation(path, node, base, make_member))
+        elif isinstance(node, Mapping) and node:
+            for key, value in node.items():
+                walk(value, (*path, str(key)))
+        else:
+            raise ConfigError(
+                f"population.pbt.mutations.{'.'.join(path)} must be a list of values or a distribution "
+                f"({{uniform: [lo, hi]}}, {{loguniform: [lo, hi]}}, ...), got {node!r}"
+            )
+
+    walk(tree, ())
+    return found
+
+
+def _mutation(path: tuple[str, ...], node, base, make_member) -> Mutation:
+    where = "population.pbt.mutations." + ".".join(path)
+    if path[0] != "agent" or len(path) < 2:
+        raise ConfigError(f"{where}: PBT inside a trial mutates the agent's traced settings only (agent.<name>)")
+    traced = [f.name for f in dataclasses.fields(base.agent) if field_kind(f) == "traced"]
+    names = {f.name: f for f in dataclasses.fields(base.agent)}
+    field = path[1]
+    if field not in names:
+        raise ConfigError(
+            f"{where}: the agent has no setting {field!r}{did_you_mean(field, traced)} (traced: {', '.join(traced)})"
+        )
+    if field_kind(names[field]) != "traced":
+        raise ConfigError(
+            f"{where}: agent.{field} is not traced (changing it would recompile); PBT inside a trial mutates "
+            f"traced settings: {', '.join(traced)}"
+        )
+    current = getattr(base.agent, field)
+    parts = [f.name for f in dataclasses.fields(Schedule)] if isinstance(current, Schedule) else []
+    if parts and (len(path) != 3 or path[2] not in parts):
+        raise ConfigError(f"{where}: agent.{field} is a schedule; mutate its parts, one of agent.{field}.{{{', '.join(parts)}}}")
+    if not parts and len(path) != 2:
+        raise ConfigError(f"{where}: agent.{field} is a number, it has no part {'.'.join(path[2:])!r}")
+    if isinstance(node, Domain) and node.kind == "grid":
+        raise ConfigError(f"{where}: {{grid: ...}} is not something to explore; give a list or a distribution")
+    choices = tuple(node) if isinstance(node, list) else (node.args if node.kind == "choice" else None)
+    categorical = parts and path[2] == "kind"
+    if choices is not None:
+        if not choices:
+            raise ConfigError(f"{where} must list at least one value, got []")
+        candidates = choices
+    elif categorical:
+        raise ConfigError(
+            f"{where}: a schedule's kind is explored from a list of kinds ({list(KINDS)}), got {{{node.kind}: ...}}"
+        )
+    else:
+        low, high = node.args[0], node.args[1]
+        candidates = (low, high - 1) if node.kind == "randint" else (low, high)
+    for value in candidates:
+        if categorical and value not in KINDS:
+            raise ConfigError(f"{where}: {value!r} is not a schedule kind; kinds: {list(KINDS)}")
+        if not categorical and not _is_number(value):
+            raise ConfigError(f"{where}: agent.{'.'.join(path[1:])} is a number, got {value!r}")
+        make_member(setting_override(base, path, value), where)
+    return Mutation(path, choices=choices, domain=None if choices is not None else node)
+
+
+def setting_value(member, path: tuple[str, ...]) -> Any:
+    """The value of the traced setting at `path` in a member's config."""
+    value = getattr(member.agent, path[1])
+    return getattr(value, path[2]) if len(path) == 3 else value
+
+
+def setting_override(member, path: tuple[str, ...], value: Any, override: Mapping | None = None) -> dict:
+    """`override` (a member's) with the setting at `path` set to `value`: a schedule's part is
+    written with the rest of that member's schedule, so the other parts stay what they were."""
+    out = copy.deepcopy(dict(override or {}))
+    agent = dict(out.get("agent", {}))
+    if len(path) == 3:
+        current = agent.get(path[1])  # a part written earlier into this override wins over the member's
+        schedule = {**dataclasses.asdict(getattr(member.agent, path[1])), **(current if isinstance(current, Mapping) else {})}
+        schedule[path[2]] = value
+        agent[path[1]] = schedule
+    else:
+        agent[path[1]] = value
+    out["agent"] = agent
+    return out
 
 
 def _overrides(section: Mapping) -> list[dict]:
@@ -225,9 +402,10 @@ def population_keys(population: Population) -> list[str]:
     """Every key a population adds to a result."""
     metrics = member_metrics(population.metric)
     out = list(K.POPULATION_KEYS)
+    lineage = K.LINEAGE if population.pbt is not None else ()
     for k, member in enumerate(population.members):
-        out += K.member_keys(k, metrics, setting_values(member))
-    return out
+        out += K.member_keys(k, (*metrics, *lineage), setting_values(member))
+    return out + list(K.PBT_KEYS if population.pbt is not None else ())
 
 
 def split(out: Any, num_members: int) -> list[Any]:
@@ -245,9 +423,12 @@ def best_member(results: Sequence[Mapping[str, float]], metric: str, mode: str) 
     return int(np.nanargmax(values) if mode == "max" else np.nanargmin(values))
 
 
-def reduce(population: Population, results: Sequence[Mapping[str, float]]) -> tuple[dict[str, float], int]:
+def reduce(
+    population: Population, results: Sequence[Mapping[str, float]], members: Sequence[Any] | None = None
+) -> tuple[dict[str, float], int]:
     """The trial's result from each member's, and the best member: the headline keys (the best
-    member's, or each key's mean over members), the population's keys and every member's."""
+    member's, or each key's mean over members), the population's keys and every member's
+    (its settings those of `members`, by default the population's own: PBT explores them)."""
     best = best_member(results, population.metric, population.mode)
     if population.headline == "best":
         result = dict(results[best])
@@ -256,7 +437,7 @@ def reduce(population: Population, results: Sequence[Mapping[str, float]]) -> tu
     result[K.POPULATION_KEYS[0]] = float(population.size)
     result[K.POPULATION_KEYS[1]] = float(best)
     metrics = member_metrics(population.metric)
-    for k, (member, member_result) in enumerate(zip(population.members, results, strict=True)):
+    for k, (member, member_result) in enumerate(zip(members or population.members, results, strict=True)):
         for name in metrics:
             result[K.member_key(k, name)] = float(member_result.get(name, math.nan))
         for name, value in setting_values(member).items():

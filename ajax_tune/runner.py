@@ -10,7 +10,9 @@ to floats, the `Curriculum` moves the tasks on through a `TaskControl`, `checkpo
 
 With a `population` in its config, one runner trains every member as lanes of its one program
 (`population.py`): results carry each member's keys and the best member's as the headline;
-`evaluate` and `policy` take a member (by default the best one).
+`evaluate` and `policy` take a member (by default the best one). With `population.pbt`, calls
+end with an exploit every `interval` calls (`population_pbt.py`): the lanes move on the device,
+the lineage goes into results and checkpoints.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ajax_tune import checkpoint, population
+from ajax_tune import checkpoint, population, population_pbt
 from ajax_tune.build import build_loop, build_run, named_metrics
 from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfinite, trial_salt
 from ajax_tune.config import Config
@@ -76,6 +78,7 @@ class Runner:
     def _build_loop(self) -> None:
         self.env, self.loop = build_loop(self.config)
         self._evaluators: dict[int, Any] = {}
+        self._gather = population_pbt.lane_gather()  # PBT's exploit, compiled on first use
 
     def _start_run(self) -> None:
         """A fresh run of the current config: new state, new curriculum, counters at zero."""
@@ -95,6 +98,8 @@ class Runner:
             member=0,
         )
         self.curriculum = parts.curriculum(self.control, env_ctx)
+        self.pbt = None if pop is None or pop.pbt is None else population_pbt.InTrialPBT(cfg, self._gather)
+        self._member_results: list[dict] = []
         state = self.loop.init(seed=[m.train.seed for m in cfg.members], task=parts.start_task)
         if self.heldout is not None:
             state = self.loop.set_heldout(state, self.heldout)
@@ -103,9 +108,14 @@ class Runner:
         self.best_member = 0
         self.curriculum.setup()
 
+    @property
+    def members(self) -> tuple:
+        """The config each member follows now: the population's, or as PBT explored them."""
+        return tuple(self.pbt.members) if self.pbt is not None else self.config.members
+
     def _set_hparams(self, state):
         """Each member's traced settings and horizon on its lanes."""
-        members = self.config.members
+        members = self.members
         return self.loop.set_hparams(state, [m.agent for m in members], [m.train.total_timesteps for m in members])
 
     def reconfigure(self, config: Mapping | Config) -> bool:
@@ -154,7 +164,9 @@ class Runner:
         health = Health.of(out)
         diverged = health.diverged and self._on_nonfinite(result, health)
         self.curriculum.after_call(result, EnvStats.from_call(out.stats), diverged=diverged)
-        horizon = max(m.train.total_timesteps for m in self.config.members)
+        if self.pbt is not None:
+            self._exploit(result)
+        horizon = max(m.train.total_timesteps for m in self.members)
         result["done"] = result["env_steps"] >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
         return result
 
@@ -163,9 +175,18 @@ class Runner:
         pop = self.config.population
         if pop is None:
             return self.loop.summarize(out)
-        results = [self.loop.summarize(part) for part in population.split(out, pop.size)]
-        result, self.best_member = population.reduce(pop, results)
+        self._member_results = [self.loop.summarize(part) for part in population.split(out, pop.size)]
+        result, self.best_member = population.reduce(pop, self._member_results, self.members)
         return result
+
+    def _exploit(self, result: dict) -> None:
+        """PBT's round when one is due: the lanes of the worst members take their donors' on the
+        device, then their explored settings; `result` then says what each member follows next."""
+        if self.pbt.due(self.iteration):
+            self.state, pairs = self.pbt.exploit(self.state, self._member_results, self.config.train.num_seeds)
+            if pairs:
+                self.state = self._set_hparams(self.state)
+        result.update(self.pbt.metrics())
 
     def _on_nonfinite(self, result: dict, health: Health) -> bool:
         """A diverged call: its scores become the worst there is (so ASHA stops it and PBT never
@@ -225,6 +246,7 @@ class Runner:
             "iteration": self.iteration,
             "best_member": self.best_member,
             **self.curriculum.get_state(),
+            **({"pbt": self.pbt.get_state()} if self.pbt is not None else {}),
             "config": self.config.to_dict(),
             "result": {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))},
         }
@@ -238,11 +260,15 @@ class Runner:
         refuse_nonfinite(directory, state.agent)
         extra = metadata.get("extra", {})
         self.curriculum.set_state(extra, directory)
+        if self.pbt is not None:  # the population restored whole, lineage and explored settings too
+            self.pbt.set_state(extra.get("pbt"), directory)
         source = extra.get("trial_id", "")
         if source and self.trial_id and source != self.trial_id:
             salt = trial_salt(self.trial_id)
             state = self.loop.reseed(state, salt)
             self.curriculum.reseed(salt)
+            if self.pbt is not None:
+                self.pbt.reseed(salt)
         if self.heldout is not None:  # the held-out set of the config in force
             state = self.loop.set_heldout(state, self.heldout)
         self.state = self._set_hparams(state)
@@ -271,6 +297,8 @@ class Runner:
             refuse_nonfinite(directory, state.agent)
             runner.state, runner.iteration = state, int(extra.get("iteration", 0))
             runner.best_member = int(extra.get("best_member", 0))
+            if runner.pbt is not None:
+                runner.pbt.set_state(extra.get("pbt"), directory)
         return runner
 
     # -- the policy ----------------------------------------------------------------------
