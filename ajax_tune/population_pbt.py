@@ -51,8 +51,13 @@ def _take_lanes(state, index, salts):
 
 def lane_gather():
     """The exploit's program: a gather of every lane, the old state donated. One per loop (its
-    compilations are counted apart from the train program's)."""
-    return jax.jit(_take_lanes, donate_argnums=0)
+    compilations are counted apart from the train program's). A function of its own: jit's
+    cache belongs to the function, so one shared by every loop would count the others' shapes."""
+
+    def take_lanes(state, index, salts):
+        return _take_lanes(state, index, salts)
+
+    return jax.jit(take_lanes, donate_argnums=0)
 
 
 class InTrialPBT:
