@@ -296,8 +296,8 @@ CARTPOLE_PBT = {
 def test_pbt_over_learning_rates_solves_cartpole_and_its_checkpoint_continues_exactly(tmp_path):
     """4 members x 4 seeds, PBT over the peak of a linear learning-rate schedule after every call of
     10,240 env steps per seed. Measured (CPU, this config): the best member's 4 seeds all score 500
-    after 61,440 env steps per seed (6 calls; 983,040 over the 16 lanes), member 1, which had taken
-    member 3's state twice and explored its rate to 3.6e-3; about 37 s of CPU time, compilation
+    after 61,440 env steps per seed (6 calls; 983,040 over the 16 lanes), member 1, three exploits
+    behind it (the last from member 3) and its rate explored to 3.6e-3; about 37 s of CPU time, compilation
     included (2.5 min of wall time on a loaded 2-core machine)."""
     runner = Runner(CARTPOLE_PBT)
     history, result = [], {}
