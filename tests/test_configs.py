@@ -41,6 +41,7 @@ REDUCED = {
         "stop.training_iteration=1",
     ],
     "task_samplers_corridor.yaml": ["trial.train.num_seeds=2", "stop.training_iteration=2"],
+    "population_pbt_cartpole.yaml": ["trial.train.timesteps_per_iteration=2048", "stop.training_iteration=2"],
 }
 GRID_SIZES = {"quickstart.yaml": 2, "task_samplers_corridor.yaml": 3}  # trials per sample
 
