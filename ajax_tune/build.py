@@ -7,11 +7,14 @@ the agent are Python objects, the tasks numpy arrays.
 
 Two kinds of part: the program (`build_loop`: the env and the compiled loop, rebuilt only when a
 static setting changes) and the run (`build_run`: the starting task, the levels, the task
-sampler, the held-out set and the curriculum's functions, new for every run).
+sampler, the held-out set and the curriculum's functions, new for every run). In a population
+every member gets a curriculum of its own: its own callbacks and sampler, built from the same
+specs, so no two members share the state of one.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 from collections.abc import Callable
@@ -37,16 +40,27 @@ class RunParts:
     heldout: dict | None  # field -> [num_heldout, *shape]
     env_task_fn: Callable | None
     callbacks: list = dataclasses.field(default_factory=list)
+    #: the sampler and callbacks of members 1.. of a population (member 0 has those above)
+    others: list[tuple[TaskSampler | None, list]] = dataclasses.field(default_factory=list)
 
     def curriculum(self, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
         """The run's curriculum over `control`: these parts, owned by it from here on."""
+        return self._curriculum(control, env_ctx, self.sampler, self.callbacks)
+
+    def curricula(self, controls: list[TaskControl], contexts: list[EnvContext]) -> tuple[Curriculum, ...]:
+        """One curriculum per member, each over its member's control: member 0's from the parts
+        above, every other member's from its own copies."""
+        own = [(self.sampler, self.callbacks), *self.others]
+        if not len(own) == len(controls) == len(contexts):
+            raise ValueError(f"{len(own)} members' curriculum parts for {len(controls)} controls")
+        return tuple(
+            self._curriculum(control, ctx, sampler, callbacks)
+            for control, ctx, (sampler, callbacks) in zip(controls, contexts, own)
+        )
+
+    def _curriculum(self, control, env_ctx, sampler, callbacks) -> Curriculum:
         return Curriculum(
-            control,
-            env_ctx,
-            env_task_fn=self.env_task_fn,
-            callbacks=self.callbacks,
-            sampler=self.sampler,
-            histogram=self.histogram,
+            control, env_ctx, env_task_fn=self.env_task_fn, callbacks=callbacks, sampler=sampler, histogram=self.histogram
         )
 
 
@@ -72,6 +86,8 @@ def build_run(cfg: Config, env) -> RunParts:
     """The parts of a fresh run, each checked against the env."""
     levels, start_task = start_task_of(env, cfg)
     sampler = make_task_sampler(env, cfg, levels, start_task)
+    callbacks = [make_callback(spec) for spec in cfg.callbacks]
+    others = [(make_task_sampler(env, cfg, levels, start_task), member_callbacks(cfg, callbacks)) for _ in cfg.members[1:]]
     return RunParts(
         levels=levels,
         start_task=start_task,
@@ -79,8 +95,28 @@ def build_run(cfg: Config, env) -> RunParts:
         histogram=histogram(env, sampler),
         heldout=None if cfg.heldout is None else cfg.heldout.batch(env, base=start_task),
         env_task_fn=resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None,
-        callbacks=[make_callback(spec) for spec in cfg.callbacks],
+        callbacks=callbacks,
+        others=others,
     )
+
+
+def member_callbacks(cfg: Config, first: list) -> list:
+    """Another member's callbacks, built from the same specs. A spec that is an instance gives
+    the same instance each time: that member gets a copy of it, so members never share one."""
+    out = []
+    for i, (spec, ours) in enumerate(zip(cfg.callbacks, first)):
+        callback = make_callback(spec)
+        if callback is ours:
+            try:
+                callback = copy.deepcopy(ours)
+            except Exception as exc:
+                raise ConfigError(
+                    f"callbacks[{i}] ({type(ours).__name__}): each member of a population gets its own copy of a "
+                    f"callback, and this instance cannot be copied ({type(exc).__name__}: {exc}); give its class, "
+                    f"or {{class: 'module:Class', kwargs: {{...}}}}, instead"
+                ) from None
+        out.append(callback)
+    return out
 
 
 def start_task_of(env, cfg: Config) -> tuple[Levels | None, dict]:

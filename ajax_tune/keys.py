@@ -104,6 +104,13 @@ LINEAGE = ("parent", "exploits")
 PBT_KEYS = ("population/exploits", "perf/exploit_compilations")
 
 
+# In a population each member's curriculum reports, under `member/<k>/`, what it would report
+# in a single run of the member: the task its envs ran (`curriculum/task/*`) and the next one
+# (`curriculum/next_task/*`), its level (with levels), its sampler's keys (`sampler/*`), the
+# histogram of its envs' tasks (`tasks/*`) and its callbacks' own metrics. The headline's
+# curriculum keys are the best member's (`results.curriculum_keys` lists them for a config).
+
+
 def member_key(member: int, name: str) -> str:
     return f"{MEMBER_PREFIX}{member}/{name}"
 

@@ -77,6 +77,12 @@ class InTrialPBT:
         self.members = list(self.population.members)
         self.parent, self.exploits = [-1] * size, [0] * size
         self.round, self.salt = 0, 0
+        self.salts: dict[int, int] = {}  # recipient -> the number its lanes were re-keyed with, last round
+
+    def curriculum_salt(self, recipient: int) -> int:
+        """What a recipient's curriculum reseeds with after taking its donor's state (as its
+        lanes were re-keyed), so that its draws do not replay the donor's either."""
+        return self.salts[recipient]
 
     @property
     def compilations(self) -> int:
@@ -93,7 +99,7 @@ class InTrialPBT:
         donated) and the (recipient, donor) pairs. Settings are explored here but written into
         the lanes by the caller (`TrainLoop.set_hparams` over `members`)."""
         rng = np.random.default_rng([self.settings.seed, self.salt, self.round])
-        self.round += 1
+        self.round, self.salts = self.round + 1, {}
         pairs = plan(
             [float(r.get(self.population.metric, math.nan)) for r in results], self.population.mode, self.settings.quantile, rng
         )
@@ -103,7 +109,8 @@ class InTrialPBT:
         index, salts = np.arange(lanes, dtype=np.int32), np.zeros(lanes, np.uint32)
         for recipient, donor in pairs:
             index[recipient * num_seeds : (recipient + 1) * num_seeds] = np.arange(donor * num_seeds, (donor + 1) * num_seeds)
-            salts[recipient * num_seeds : (recipient + 1) * num_seeds] = rng.integers(1, 2**32 - 1, dtype=np.uint32)
+            self.salts[recipient] = int(rng.integers(1, 2**32 - 1, dtype=np.uint32))
+            salts[recipient * num_seeds : (recipient + 1) * num_seeds] = self.salts[recipient]
             self.explore(recipient, donor, rng)
         return self._gather(state, jnp.asarray(index), jnp.asarray(salts)), pairs
 

@@ -201,6 +201,40 @@ def test_a_tune_exploit_of_a_population_trial_restores_the_whole_population(tmp_
     assert other.train()["perf/compilations"] == 1
 
 
+def test_a_recipient_takes_its_donors_curriculum_and_sampler_state():
+    """Member 0 (lr 3e-3) climbs a ladder on `lr >= 2e-3` and member 1 (lr 1e-3) does not, so with
+    the level as the selection metric member 1 takes member 0's state, curriculum included."""
+    threshold = {
+        "class": "ajax_tune.curriculum:ThresholdCurriculum",
+        "kwargs": {"levels": {"length": [2, 4, 6]}, "metric": "lr", "threshold": 2e-3},
+    }
+    sampler = {"name": "plr", "kwargs": {"space": {"exit_reward": [0.0, 0.5]}, "buffer_size": 8, "seed": 3}}
+    pbt = {"quantile": 0.5, "mutations": {"agent": {"lr": {"peak": {"uniform": [2.5e-3, 4e-3]}}}}}
+    members = [{"agent": {"lr": 3e-3}}, {"agent": {"lr": 1e-3}}]
+    config = corridor_config(
+        length=2,
+        callbacks=[threshold],
+        task_sampler=sampler,
+        population={"members": members, "select": {"metric": "curriculum/level"}, "pbt": pbt},
+    )
+    runner = Runner(config)
+    first = runner.train()
+    assert first[K.member_key(0, "curriculum/level")] == 1.0 and first[K.member_key(1, "curriculum/level")] == 0.0
+    assert first[K.member_key(1, "parent")] == 0.0 and first[K.member_key(0, "parent")] == -1.0
+    donor, recipient = (c.get_state() for c in runner.curricula)
+    assert recipient["callbacks"] == donor["callbacks"]
+    assert {k: v for k, v in recipient["sampler"].items() if k != "rng"} == {
+        k: v for k, v in donor["sampler"].items() if k != "rng"
+    }
+    assert recipient["sampler"]["rng"] != donor["sampler"]["rng"]  # its own draws from here on
+    tasks = host(runner.state.env.task)
+    for values in tasks.values():
+        np.testing.assert_array_equal(values[2:], values[:2])  # its envs' tasks are its donor's
+    second = runner.train()  # now at a rate above the threshold, it climbs from its donor's level
+    assert second[K.member_key(1, "curriculum/level")] == second[K.member_key(0, "curriculum/level")] == 2.0
+    assert second["perf/compilations"] == 1
+
+
 # -- ranking and exploring (nothing compiles) ---------------------------------------------------
 
 
