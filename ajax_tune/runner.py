@@ -19,6 +19,7 @@ lineage goes into results and checkpoints.
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time
@@ -206,7 +207,8 @@ class Runner:
             if pairs:
                 self.state = self._set_hparams(self.state)
             for recipient, donor in pairs:
-                self.curricula[recipient].set_state(self.curricula[donor].get_state(), f"member {donor}'s curriculum")
+                state = copy.deepcopy(self.curricula[donor].get_state())  # nothing shared with the donor's
+                self.curricula[recipient].set_state(state, f"member {donor}'s curriculum")
                 self.curricula[recipient].reseed(self.pbt.curriculum_salt(recipient))
         result.update(self.pbt.metrics())
 

@@ -18,6 +18,7 @@ from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.config import Config
 from ajax_tune.population import Mutation
 from ajax_tune.population_pbt import explore_value, plan
+from ajax_tune.results import result_keys
 from ajax_tune.runner import Runner
 from ajax_tune.spaces import Domain
 from tests.support.helpers import (
@@ -141,6 +142,9 @@ def test_a_population_of_eight_stays_compiled_once_through_exploits():
     assert [r["perf/exploit_compilations"] for r in results] == [1, 1, 1, 1]
     assert [r["population/exploits"] for r in results] == [2, 4, 6, 8]  # ceil(8 * 0.25) recipients a round
     assert runner.loop.compilations == 1
+    declared = result_keys(config)  # lineage keys included, so a metric may name them
+    assert declared == frozenset(results[0]), (sorted(declared - set(results[0])), sorted(set(results[0]) - declared))
+    assert {"member/7/parent", "member/7/exploits", "population/exploits", "perf/exploit_compilations"} <= declared
     settings = [[r[K.member_key(k, "agent/lr/peak")] for k in range(8)] for r in results]
     assert len({tuple(s) for s in settings}) == 4  # every round explored something
     assert all(1e-4 <= p <= 1e-2 for s in settings for p in s)
