@@ -7,6 +7,7 @@ lanes: bit-identical on the CPU). After the exploit every recipient lane equals 
 of the twin in every leaf but the traced settings (the explored ones) and the key (re-keyed).
 """
 
+import json
 import math
 
 import jax
@@ -17,7 +18,7 @@ from ajax_tune import keys as K
 from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.config import Config
 from ajax_tune.population import Mutation
-from ajax_tune.population_pbt import explore_value, plan
+from ajax_tune.population_pbt import InTrialPBT, explore_value, plan
 from ajax_tune.results import result_keys
 from ajax_tune.runner import Runner
 from ajax_tune.spaces import Domain
@@ -243,7 +244,6 @@ def test_tunes_pbt_exploits_population_trials_whole(ray_session, tmp_path):
     """Tune's PBT over two population trials, each running PBT inside: a trial that loads another's
     checkpoint continues its lineage (the exploit count goes on from the donor's) and its members
     follow the setting Tune mutated (ent_coef, which neither the members nor the in-trial PBT set)."""
-    import json
     import pathlib
 
     from ray import tune
@@ -320,6 +320,20 @@ def test_explore_perturbs_within_bounds_steps_through_lists_and_resamples():
     assert len(set(drawn)) == 20 and all(1e-4 <= v <= 1e-2 for v in drawn)
     integer = Mutation(("agent", "x"), domain=Domain("randint", (1, 4)))
     assert {explore_value(integer, 3, settings, np.random.default_rng(s)) for s in range(20)} == {2, 3}  # 6 -> 3
+
+
+def test_a_recipient_follows_its_donors_settings_with_the_mutated_ones_explored():
+    members = [{"agent": {"lr": {"kind": "cosine", "peak": 1e-3, "end_fraction": 0.1}, "gamma": 0.9}}, {"agent": {"lr": 3e-3}}]
+    mutations = {"agent": {"lr": {"peak": LR, "kind": ["constant", "linear", "cosine"]}}}
+    cfg = Config.from_dict(pbt_config({"mutations": mutations, "resample_probability": 0.0}, members=members))
+    for seed in range(6):
+        pbt = InTrialPBT(cfg)
+        pbt.explore(1, 0, np.random.default_rng(seed))
+        explored = pbt.members[1].agent
+        assert explored.gamma == 0.9 and explored.lr.end_fraction == 0.1  # the donor's, not its own
+        assert explored.lr.peak in (pytest.approx(8e-4), pytest.approx(1.2e-3)) and explored.lr.kind in ("linear", "cosine")
+        assert pbt.members[0] == cfg.members[0] and (pbt.parent, pbt.exploits) == ([-1, 0], [0, 1])
+        assert json.loads(json.dumps(pbt.get_state())) == pbt.get_state()  # checkpoint metadata is JSON
 
 
 def test_the_section_round_trips_and_explores_a_schedules_kind():
