@@ -1,10 +1,11 @@
 """PBT inside a trial: the worst members of a population continue from a copy of a better one.
 
 Between calls, every `population.pbt.interval` calls, members are ranked by the population's
-`select` metric in the call's result (NaN counts as worst; a call where no member has a value
-exploits nothing). The bottom `quantile` of members (at least one, at most half) each take a
-member of the top `quantile`, drawn at random: exploit and explore, as Tune's PBT does across
-trials, here across the lanes of one program.
+`select` metric in the call's result (NaN counts as worst, and so does a member whose state
+stopped being finite; a call where no member has a value exploits nothing). The bottom
+`quantile` of members (at least one, at most half) each take a member of the top `quantile`,
+drawn at random: exploit and explore, as Tune's PBT does across trials, here across the lanes
+of one program.
 
 - Exploit is one gather along the lane axis of the whole `TrainState` (parameters, optimiser
   state, normalisers, replay buffer, env state with its tasks, counters, keys), jitted once and
@@ -100,9 +101,7 @@ class InTrialPBT:
         the lanes by the caller (`TrainLoop.set_hparams` over `members`)."""
         rng = np.random.default_rng([self.settings.seed, self.salt, self.round])
         self.round, self.salts = self.round + 1, {}
-        pairs = plan(
-            [float(r.get(self.population.metric, math.nan)) for r in results], self.population.mode, self.settings.quantile, rng
-        )
+        pairs = plan([score(r, self.population.metric) for r in results], self.population.mode, self.settings.quantile, rng)
         if not pairs:
             return state, pairs
         lanes = self.population.size * num_seeds
@@ -166,6 +165,12 @@ class InTrialPBT:
     def reseed(self, salt: int) -> None:
         """Another trial continues from this lineage (a Tune PBT exploit): its own draws."""
         self.salt = int(np.random.default_rng([self.salt, int(salt)]).integers(2**31))
+
+
+def score(result: Mapping[str, float], metric: str) -> float:
+    """A member's rank score: its metric, or NaN (the worst) when any of its seeds stopped being
+    finite, whatever its evaluation said, so a diverged member is replaced and never copied."""
+    return math.nan if result.get(K.NONFINITE, 0.0) else float(result.get(metric, math.nan))
 
 
 def plan(scores: Sequence[float], mode: str, quantile: float, rng: np.random.Generator) -> list[tuple[int, int]]:

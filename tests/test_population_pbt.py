@@ -16,6 +16,7 @@ import pytest
 
 from ajax_tune import keys as K
 from ajax_tune.agents.hparams import init_hparams
+from ajax_tune.checkpoint import nonfinite_leaves
 from ajax_tune.config import Config
 from ajax_tune.population import Mutation
 from ajax_tune.population_pbt import InTrialPBT, explore_value, plan
@@ -182,6 +183,23 @@ def test_a_restored_population_exploits_and_trains_as_the_uninterrupted_one(tmp_
     saved.restore(path)
     assert rebuilt.pbt.get_state() == saved.pbt.get_state() and sum(rebuilt.pbt.exploits) == 1
     assert [m.agent.lr.peak for m in rebuilt.members] != [m["agent"]["lr"] for m in MEMBERS]
+
+
+def test_a_member_that_stopped_being_finite_is_replaced_never_copied(tmp_path):
+    config = pbt_config({"quantile": 0.5}, members=MEMBERS[:2], train={"num_seeds": 1, "on_nonfinite": "continue"})
+    # ranked by the lowest return, where the poisoned member (it scores 0) would be the best
+    config["population"]["select"] = {"metric": "eval/return_mean", "mode": "min"}
+    runner = Runner(config)
+    state = runner.state  # member 1's parameters poisoned: whatever it scores, it is the worst
+    runner.state = state.replace(
+        agent=state.agent.replace(params=jax.tree.map(lambda x: x.at[1].set(np.nan), state.agent.params))
+    )
+    result = runner.train()
+    assert not result["done"]  # the trial diverged (a warning says so) but goes on, as configured
+    assert result[K.member_key(1, "parent")] == 0.0 and result[K.member_key(0, "parent")] == -1.0
+    assert not nonfinite_leaves(runner.state.agent)  # the population is whole again: it may be saved
+    runner.save(tmp_path / "ckpt")
+    assert runner.train()["train/nonfinite"] == 0.0
 
 
 def test_a_tune_exploit_of_a_population_trial_restores_the_whole_population(tmp_path):
