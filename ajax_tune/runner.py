@@ -34,7 +34,7 @@ from ajax_tune.envs.base import task_to_jax
 from ajax_tune.evaluation import Health, make_evaluate
 from ajax_tune.fields import ConfigError
 from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
-from ajax_tune.results import check_metric, curriculum_keys, keys_of, member_keys_of
+from ajax_tune.results import check_metric, keys_of, member_keys_of, member_own_keys
 from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.task_control import EnvContext, TaskControl
 
@@ -106,7 +106,7 @@ class Runner:
         ]
         self.control = controls[0]  # member 0's (every lane's in a trial of one)
         self.curricula = parts.curricula(controls, contexts)
-        self._curriculum_keys = sorted(curriculum_keys(parts)) if pop is not None else []
+        self._member_own_keys = sorted(member_own_keys(self.loop, parts)) if pop is not None else []
         state = self.loop.init(seed=[m.train.seed for m in cfg.members], task=parts.start_task)
         if self.heldout is not None:
             state = self.loop.set_heldout(state, self.heldout)
@@ -180,7 +180,7 @@ class Runner:
         for curriculum, part, member_result in zip(self.curricula, outs, results, strict=True):
             curriculum.after_call(member_result, EnvStats.from_call(part.stats), diverged=diverged)
         if pop is not None:
-            population.curriculum_results(pop, result, results, self._curriculum_keys, self.best_member)
+            population.member_results(pop, result, results, self._member_own_keys, self.best_member)
         horizon = max(m.train.total_timesteps for m in self.config.members)
         result["done"] = result["env_steps"] >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
         return result

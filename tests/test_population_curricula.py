@@ -31,6 +31,7 @@ THRESHOLD = {
     "kwargs": {"levels": {"length": LADDER}, "metric": "lr", "threshold": 2e-3},
 }
 SAMPLER = {"name": "plr", "kwargs": {"space": {"exit_reward": [0.0, 0.5]}, "buffer_size": 8, "seed": 3}}
+HELDOUT = {"tasks": [{"length": 2}, {"length": 6, "exit_reward": 0.1}]}
 CALLS = 3
 
 SEEN: list[tuple[int, dict, object]] = []  # what record_task_fn was given: (member, result, env_ctx)
@@ -48,6 +49,7 @@ def population_config(**sections):
         callbacks=[THRESHOLD],
         task_sampler=SAMPLER,
         env_task_fn="tests.test_population_curricula:record_task_fn",
+        heldout=HELDOUT,
         population={"members": [{"agent": {"lr": lr}} for lr in LRS]},
         **sections,
     )
@@ -121,7 +123,7 @@ def test_each_members_env_tasks_change_only_in_its_own_lanes(run):
 
 
 def test_env_task_fn_gets_each_members_own_result_and_a_context_naming_it(run):
-    single = result_keys(corridor_config(callbacks=[THRESHOLD], task_sampler=SAMPLER))
+    single = result_keys(corridor_config(callbacks=[THRESHOLD], task_sampler=SAMPLER, heldout=HELDOUT))
     for result, seen in zip(run["results"], run["seen"]):
         assert [member for member, _, _ in seen] == [0, 1]
         for member, own, ctx in seen:
@@ -157,6 +159,19 @@ def test_results_hold_the_declared_keys_and_nothing_recompiles(run):
         assert result["perf/compilations"] == 1
     assert {K.member_key(1, K.LEVEL), "member/1/sampler/draws", "member/0/tasks/exit_reward/mean"} <= declared
     assert runner.loop.compilations == 1
+
+
+def test_each_member_reports_its_own_held_out_evaluation(run):
+    for result in run["results"]:
+        best = int(result["population/best_member"])
+        for name in ("eval/heldout/return_mean", "eval/heldout/success_rate_mean"):
+            values = [result[K.member_key(k, name)] for k in range(2)]
+            assert all(math.isfinite(v) for v in values) and result[name] == values[best], name
+    # the env_task_fn of member k saw member k's held-out means, as a single run of it would
+    for result, seen in zip(run["results"], run["seen"]):
+        for member, own, _ in seen:
+            assert own["eval/heldout/return_mean"] == result[K.member_key(member, "eval/heldout/return_mean")]
+            assert "eval/heldout/1/return" in own
 
 
 def test_save_restore_continues_every_members_curriculum_exactly(run):
