@@ -44,15 +44,14 @@ def record_task_fn(train_results, task_settable_env, env_ctx):
 
 
 def population_config(**sections):
-    return corridor_config(
-        length=LADDER[0],
-        callbacks=[THRESHOLD],
-        task_sampler=SAMPLER,
-        env_task_fn="tests.test_population_curricula:record_task_fn",
-        heldout=HELDOUT,
-        population={"members": [{"agent": {"lr": lr}} for lr in LRS]},
-        **sections,
-    )
+    parts = {
+        "callbacks": [THRESHOLD],
+        "task_sampler": SAMPLER,
+        "env_task_fn": "tests.test_population_curricula:record_task_fn",
+        "heldout": HELDOUT,
+        "population": {"members": [{"agent": {"lr": lr}} for lr in LRS]},
+    }
+    return corridor_config(length=LADDER[0], **{**parts, **sections})
 
 
 def member_tasks(runner, member):
@@ -250,3 +249,25 @@ def test_a_callback_instance_is_copied_for_each_member():
     assert runner.get_task(member=1)["length"] == 3 and runner.get_task(member=0)["length"] == 4
     runner.set_task({"length": 5})  # without a member: every member's envs
     assert [runner.get_task(member=k)["length"] for k in range(2)] == [5, 5]
+
+
+def test_members_move_apart_by_what_they_learn(run):
+    """The same, by evaluation: under a `ThresholdCurriculum` on `eval/success_rate_mean`, the
+    member that learns (lr 3e-3) climbs the ladder and the one that cannot (lr 0: its policy
+    never changes, and with `train.seed: 1` one of its two seeds walks the wrong way) stays at
+    the first level. Both start from the same parameters (one `train.seed`), so what parts them
+    is what member 0 learned. The population keeps its compiled program (`reconfigure`)."""
+    runner = run["runner"]
+    by_success = {**THRESHOLD, "kwargs": {**THRESHOLD["kwargs"], "metric": "eval/success_rate_mean", "threshold": 0.9}}
+    config = population_config(
+        callbacks=[by_success], train={"seed": 1}, population={"members": [{"agent": {"lr": 3e-3}}, {"agent": {"lr": 0.0}}]}
+    )
+    assert runner.reconfigure(config) is False
+    params = runner.state.agent.params
+    assert_trees_equal(*(jax.tree.map(lambda x, k=k: x[runner.member_lanes(k)], params) for k in range(2)))
+    results = [runner.train() for _ in range(CALLS)]
+    assert [r[K.member_key(1, "eval/success_rate_mean")] for r in results] == [0.5] * CALLS  # below the threshold
+    assert [r[K.member_key(1, K.LEVEL)] for r in results] == [0.0] * CALLS
+    assert all(r[K.member_key(0, "eval/success_rate_mean")] >= 0.9 for r in results)
+    assert [r[K.member_key(0, K.LEVEL)] for r in results] == [1.0, 2.0, 2.0]
+    assert [r["perf/compilations"] for r in results] == [1] * CALLS
