@@ -85,6 +85,7 @@ def test_one_curriculum_per_member_each_over_its_own_lanes(run):
     assert len(runner.curricula) == 2 and runner.curriculum is runner.curricula[0]
     zero, one = runner.curricula
     assert zero.callbacks[0] is not one.callbacks[0] and zero.sampler is not one.sampler
+    assert zero.env_task_fn is one.env_task_fn is record_task_fn  # a function keeps no state: shared
     assert [c.control.lanes for c in runner.curricula] == [slice(0, SEEDS), slice(SEEDS, 2 * SEEDS)]
     assert [c.env_ctx.member for c in runner.curricula] == [0, 1]
     # a member's control sees its lanes of the state only
@@ -212,6 +213,13 @@ class Unpicklable(Callback):
     def on_train_result(self, control, result): ...
 
 
+class UncopyableTaskFn:
+    def __init__(self):
+        self.handle = (x for x in ())
+
+    def __call__(self, train_results, task_settable_env, env_ctx): ...
+
+
 @pytest.mark.parametrize(
     "sections, message",
     [
@@ -225,6 +233,10 @@ class Unpicklable(Callback):
             r"metric 'population/best_member' is not in any result",
         ),
         ({"callbacks": [Unpicklable()]}, r"^callbacks\[0\] \(Unpicklable\): each member of a population gets its own copy"),
+        (
+            {"env_task_fn": UncopyableTaskFn()},
+            r"^env_task_fn \(UncopyableTaskFn\): each member of a population gets its own copy",
+        ),
     ],
 )
 def test_what_cannot_work_per_member_is_one_line_before_compiling(sections, message):
@@ -234,15 +246,26 @@ def test_what_cannot_work_per_member_is_one_line_before_compiling(sections, mess
     with pytest.raises(ConfigError, match=message) as info:
         Runner.check(config)
     assert "\n" not in str(info.value)
-    if "callbacks" in sections and isinstance(sections["callbacks"][0], Unpicklable):
-        assert_refused_before_compiling(config, message)
+    if "env_task_fn" in sections or isinstance(sections["callbacks"][0], Unpicklable):
+        assert_refused_before_compiling(config, message)  # where a trial starts, too
 
 
-def test_a_callback_instance_is_copied_for_each_member():
-    callback = Callback()
-    runner = Runner(corridor_config(callbacks=[callback], population={"size": 2}))
+class CountingTaskFn:
+    """An env_task_fn that keeps state between calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, train_results, task_settable_env, env_ctx):
+        self.calls += 1
+
+
+def test_a_callback_instance_is_copied_for_each_member_and_a_function_shared():
+    callback, task_fn = Callback(), CountingTaskFn()
+    runner = Runner(corridor_config(callbacks=[callback], env_task_fn=task_fn, population={"size": 2}))
     zero, one = runner.curricula
     assert zero.callbacks[0] is callback and one.callbacks[0] is not callback
+    assert zero.env_task_fn is task_fn and isinstance(one.env_task_fn, CountingTaskFn) and one.env_task_fn is not task_fn
     with pytest.raises(ConfigError, match=r"member must be in \[0, 1\]"):
         runner.set_task({"length": 3}, member=2)
     runner.set_task({"length": 3}, member=1)
