@@ -31,6 +31,7 @@ from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfi
 from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
 from ajax_tune.envs.base import task_to_jax
+from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import Health, make_evaluate
 from ajax_tune.fields import ConfigError
 from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
@@ -177,8 +178,17 @@ class Runner:
             result, self.best_member = population.reduce(pop, results)
         health = Health.of(out)
         diverged = health.diverged and self._on_nonfinite(result, health)
-        for curriculum, part, member_result in zip(self.curricula, outs, results, strict=True):
-            curriculum.after_call(member_result, EnvStats.from_call(part.stats), diverged=diverged)
+        for k, (curriculum, part, member_result) in enumerate(zip(self.curricula, outs, results, strict=True)):
+            try:
+                curriculum.after_call(member_result, EnvStats.from_call(part.stats), diverged=diverged)
+            except CurriculumError as exc:  # a member's failure, with the trial's result
+                if pop is None:
+                    raise
+                raise CurriculumError(f"population member {k}: {exc}", result) from exc.__cause__
+            except TaskError as exc:
+                if pop is None:
+                    raise
+                raise TaskError(f"population member {k}: {exc}") from None
         if pop is not None:
             population.member_results(pop, result, results, self._member_own_keys, self.best_member)
         horizon = max(m.train.total_timesteps for m in self.config.members)

@@ -17,8 +17,8 @@ import pytest
 
 from ajax_tune import keys as K
 from ajax_tune.config import ConfigError
-from ajax_tune.curriculum import Callback
-from ajax_tune.errors import CheckpointError
+from ajax_tune.curriculum import Callback, CurriculumError
+from ajax_tune.errors import CheckpointError, TaskError
 from ajax_tune.results import result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
@@ -294,3 +294,21 @@ def test_members_move_apart_by_what_they_learn(run):
     assert all(r[K.member_key(0, "eval/success_rate_mean")] >= 0.9 for r in results)
     assert [r[K.member_key(0, K.LEVEL)] for r in results] == [1.0, 2.0, 2.0]
     assert [r["perf/compilations"] for r in results] == [1] * CALLS
+
+
+def test_a_members_failing_curriculum_names_the_member_and_keeps_the_trials_result(run):
+    runner = run["runner"]
+
+    def fails_for_member_one(train_results, task_settable_env, env_ctx):
+        if env_ctx.member == 1:
+            raise ValueError("no")
+
+    runner.curricula[1].env_task_fn = fails_for_member_one
+    with pytest.raises(
+        CurriculumError, match=r"^population member 1: env_task_fn .*fails_for_member_one raised ValueError: no"
+    ) as info:
+        runner.train()
+    assert info.value.result["population/size"] == 2.0  # the trial's result, not the member's
+    runner.curricula[1].env_task_fn = lambda result, env, ctx: {"length": 1000}
+    with pytest.raises(TaskError, match=r"^population member 1: env_task_fn .* returned a task that does not fit"):
+        runner.train()
