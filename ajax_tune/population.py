@@ -18,7 +18,7 @@ worst members take a copy of a better member's whole state and explored traced s
 
 Curricula run per member: the trial's env_task_fn, callbacks and task sampler are built once for
 each member, and each sees only its member's results and envs (`Runner.curricula`); what each
-reports goes under `member/<k>/` as well (`curriculum_results`).
+reports goes under `member/<k>/` as well (`member_results`), with the member's held-out means.
 
 This module knows configs only through the values it is given: `config.py` parses the section
 with it, `runner.py` reduces a call's output with it.
@@ -441,12 +441,12 @@ def reduce(
     return result, best
 
 
-def curriculum_results(
+def member_results(
     population: Population, result: dict[str, float], results: Sequence[Mapping[str, float]], names: Sequence[str], best: int
 ) -> None:
-    """Each member's curriculum keys (`names`, from its own result) into the trial's `result`,
-    in place: under `member/<k>/<name>`, and as the headline (the best member's, or the mean
-    over members with `headline: mean`)."""
+    """Keys of each member's own result that depend on the run (`names`: its curriculum's, its
+    held-out means) into the trial's `result`, in place: under `member/<k>/<name>`, and as the
+    headline (the best member's, or the mean over members with `headline: mean`)."""
     for name in names:
         values = [float(r.get(name, math.nan)) for r in results]
         for k, value in enumerate(values):

@@ -41,7 +41,7 @@ def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     keys = member_keys_of(cfg, loop, parts)
     if cfg.population is not None:
         keys |= frozenset(population_keys(cfg.population))
-        own = curriculum_keys(parts)
+        own = member_own_keys(loop, parts)
         keys |= frozenset(K.member_key(k, name) for k in range(cfg.num_members) for name in own)
     return keys
 
@@ -63,6 +63,12 @@ def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[s
         *curriculum_keys(parts),
     }
     return frozenset(keys)
+
+
+def member_own_keys(loop: TrainLoop, parts: RunParts) -> frozenset[str]:
+    """What each member of a population reports under `member/<k>/` besides
+    `population.member_metrics`: its curriculum's keys and its held-out means."""
+    return curriculum_keys(parts) | frozenset(K.heldout_mean_keys(loop.num_heldout))
 
 
 def curriculum_keys(parts: RunParts) -> frozenset[str]:

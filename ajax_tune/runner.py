@@ -35,10 +35,11 @@ from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfi
 from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
 from ajax_tune.envs.base import task_to_jax
+from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import Health, make_evaluate
 from ajax_tune.fields import ConfigError
 from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
-from ajax_tune.results import check_metric, curriculum_keys, keys_of, member_keys_of
+from ajax_tune.results import check_metric, keys_of, member_keys_of, member_own_keys
 from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.task_control import EnvContext, TaskControl
 
@@ -111,7 +112,7 @@ class Runner:
         ]
         self.control = controls[0]  # member 0's (every lane's in a trial of one)
         self.curricula = parts.curricula(controls, contexts)
-        self._curriculum_keys = sorted(curriculum_keys(parts)) if pop is not None else []
+        self._member_own_keys = sorted(member_own_keys(self.loop, parts)) if pop is not None else []
         self.pbt = None if pop is None or pop.pbt is None else population_pbt.InTrialPBT(cfg, self._gather)
         state = self.loop.init(seed=[m.train.seed for m in cfg.members], task=parts.start_task)
         if self.heldout is not None:
@@ -188,10 +189,19 @@ class Runner:
             result, self.best_member = population.reduce(pop, results, self.members)
         health = Health.of(out)
         diverged = health.diverged and self._on_nonfinite(result, health)
-        for curriculum, part, member_result in zip(self.curricula, outs, results, strict=True):
-            curriculum.after_call(member_result, EnvStats.from_call(part.stats), diverged=diverged)
+        for k, (curriculum, part, member_result) in enumerate(zip(self.curricula, outs, results, strict=True)):
+            try:
+                curriculum.after_call(member_result, EnvStats.from_call(part.stats), diverged=diverged)
+            except CurriculumError as exc:  # a member's failure, with the trial's result
+                if pop is None:
+                    raise
+                raise CurriculumError(f"population member {k}: {exc}", result) from exc.__cause__
+            except TaskError as exc:
+                if pop is None:
+                    raise
+                raise TaskError(f"population member {k}: {exc}") from None
         if pop is not None:
-            population.curriculum_results(pop, result, results, self._curriculum_keys, self.best_member)
+            population.member_results(pop, result, results, self._member_own_keys, self.best_member)
         if self.pbt is not None:
             self._exploit(result, results)
         horizon = max(m.train.total_timesteps for m in self.members)

@@ -17,8 +17,8 @@ import pytest
 
 from ajax_tune import keys as K
 from ajax_tune.config import ConfigError
-from ajax_tune.curriculum import Callback
-from ajax_tune.errors import CheckpointError
+from ajax_tune.curriculum import Callback, CurriculumError
+from ajax_tune.errors import CheckpointError, TaskError
 from ajax_tune.results import result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
@@ -31,6 +31,7 @@ THRESHOLD = {
     "kwargs": {"levels": {"length": LADDER}, "metric": "lr", "threshold": 2e-3},
 }
 SAMPLER = {"name": "plr", "kwargs": {"space": {"exit_reward": [0.0, 0.5]}, "buffer_size": 8, "seed": 3}}
+HELDOUT = {"tasks": [{"length": 2}, {"length": 6, "exit_reward": 0.1}]}
 CALLS = 3
 
 SEEN: list[tuple[int, dict, object]] = []  # what record_task_fn was given: (member, result, env_ctx)
@@ -43,14 +44,14 @@ def record_task_fn(train_results, task_settable_env, env_ctx):
 
 
 def population_config(**sections):
-    return corridor_config(
-        length=LADDER[0],
-        callbacks=[THRESHOLD],
-        task_sampler=SAMPLER,
-        env_task_fn="tests.test_population_curricula:record_task_fn",
-        population={"members": [{"agent": {"lr": lr}} for lr in LRS]},
-        **sections,
-    )
+    parts = {
+        "callbacks": [THRESHOLD],
+        "task_sampler": SAMPLER,
+        "env_task_fn": "tests.test_population_curricula:record_task_fn",
+        "heldout": HELDOUT,
+        "population": {"members": [{"agent": {"lr": lr}} for lr in LRS]},
+    }
+    return corridor_config(length=LADDER[0], **{**parts, **sections})
 
 
 def member_tasks(runner, member):
@@ -84,6 +85,7 @@ def test_one_curriculum_per_member_each_over_its_own_lanes(run):
     assert len(runner.curricula) == 2 and runner.curriculum is runner.curricula[0]
     zero, one = runner.curricula
     assert zero.callbacks[0] is not one.callbacks[0] and zero.sampler is not one.sampler
+    assert zero.env_task_fn is one.env_task_fn is record_task_fn  # a function keeps no state: shared
     assert [c.control.lanes for c in runner.curricula] == [slice(0, SEEDS), slice(SEEDS, 2 * SEEDS)]
     assert [c.env_ctx.member for c in runner.curricula] == [0, 1]
     # a member's control sees its lanes of the state only
@@ -121,7 +123,7 @@ def test_each_members_env_tasks_change_only_in_its_own_lanes(run):
 
 
 def test_env_task_fn_gets_each_members_own_result_and_a_context_naming_it(run):
-    single = result_keys(corridor_config(callbacks=[THRESHOLD], task_sampler=SAMPLER))
+    single = result_keys(corridor_config(callbacks=[THRESHOLD], task_sampler=SAMPLER, heldout=HELDOUT))
     for result, seen in zip(run["results"], run["seen"]):
         assert [member for member, _, _ in seen] == [0, 1]
         for member, own, ctx in seen:
@@ -157,6 +159,19 @@ def test_results_hold_the_declared_keys_and_nothing_recompiles(run):
         assert result["perf/compilations"] == 1
     assert {K.member_key(1, K.LEVEL), "member/1/sampler/draws", "member/0/tasks/exit_reward/mean"} <= declared
     assert runner.loop.compilations == 1
+
+
+def test_each_member_reports_its_own_held_out_evaluation(run):
+    for result in run["results"]:
+        best = int(result["population/best_member"])
+        for name in ("eval/heldout/return_mean", "eval/heldout/success_rate_mean"):
+            values = [result[K.member_key(k, name)] for k in range(2)]
+            assert all(math.isfinite(v) for v in values) and result[name] == values[best], name
+    # the env_task_fn of member k saw member k's held-out means, as a single run of it would
+    for result, seen in zip(run["results"], run["seen"]):
+        for member, own, _ in seen:
+            assert own["eval/heldout/return_mean"] == result[K.member_key(member, "eval/heldout/return_mean")]
+            assert "eval/heldout/1/return" in own
 
 
 def test_save_restore_continues_every_members_curriculum_exactly(run):
@@ -198,6 +213,13 @@ class Unpicklable(Callback):
     def on_train_result(self, control, result): ...
 
 
+class UncopyableTaskFn:
+    def __init__(self):
+        self.handle = (x for x in ())
+
+    def __call__(self, train_results, task_settable_env, env_ctx): ...
+
+
 @pytest.mark.parametrize(
     "sections, message",
     [
@@ -211,6 +233,10 @@ class Unpicklable(Callback):
             r"metric 'population/best_member' is not in any result",
         ),
         ({"callbacks": [Unpicklable()]}, r"^callbacks\[0\] \(Unpicklable\): each member of a population gets its own copy"),
+        (
+            {"env_task_fn": UncopyableTaskFn()},
+            r"^env_task_fn \(UncopyableTaskFn\): each member of a population gets its own copy",
+        ),
     ],
 )
 def test_what_cannot_work_per_member_is_one_line_before_compiling(sections, message):
@@ -220,18 +246,69 @@ def test_what_cannot_work_per_member_is_one_line_before_compiling(sections, mess
     with pytest.raises(ConfigError, match=message) as info:
         Runner.check(config)
     assert "\n" not in str(info.value)
-    if "callbacks" in sections and isinstance(sections["callbacks"][0], Unpicklable):
-        assert_refused_before_compiling(config, message)
+    if "env_task_fn" in sections or isinstance(sections["callbacks"][0], Unpicklable):
+        assert_refused_before_compiling(config, message)  # where a trial starts, too
 
 
-def test_a_callback_instance_is_copied_for_each_member():
-    callback = Callback()
-    runner = Runner(corridor_config(callbacks=[callback], population={"size": 2}))
+class CountingTaskFn:
+    """An env_task_fn that keeps state between calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, train_results, task_settable_env, env_ctx):
+        self.calls += 1
+
+
+def test_a_callback_instance_is_copied_for_each_member_and_a_function_shared():
+    callback, task_fn = Callback(), CountingTaskFn()
+    runner = Runner(corridor_config(callbacks=[callback], env_task_fn=task_fn, population={"size": 2}))
     zero, one = runner.curricula
     assert zero.callbacks[0] is callback and one.callbacks[0] is not callback
+    assert zero.env_task_fn is task_fn and isinstance(one.env_task_fn, CountingTaskFn) and one.env_task_fn is not task_fn
     with pytest.raises(ConfigError, match=r"member must be in \[0, 1\]"):
         runner.set_task({"length": 3}, member=2)
     runner.set_task({"length": 3}, member=1)
     assert runner.get_task(member=1)["length"] == 3 and runner.get_task(member=0)["length"] == 4
     runner.set_task({"length": 5})  # without a member: every member's envs
     assert [runner.get_task(member=k)["length"] for k in range(2)] == [5, 5]
+
+
+def test_members_move_apart_by_what_they_learn(run):
+    """The same, by evaluation: under a `ThresholdCurriculum` on `eval/success_rate_mean`, the
+    member that learns (lr 3e-3) climbs the ladder and the one that cannot (lr 0: its policy
+    never changes, and with `train.seed: 1` one of its two seeds walks the wrong way) stays at
+    the first level. Both start from the same parameters (one `train.seed`), so what parts them
+    is what member 0 learned. The population keeps its compiled program (`reconfigure`)."""
+    runner = run["runner"]
+    by_success = {**THRESHOLD, "kwargs": {**THRESHOLD["kwargs"], "metric": "eval/success_rate_mean", "threshold": 0.9}}
+    config = population_config(
+        callbacks=[by_success], train={"seed": 1}, population={"members": [{"agent": {"lr": 3e-3}}, {"agent": {"lr": 0.0}}]}
+    )
+    assert runner.reconfigure(config) is False
+    params = runner.state.agent.params
+    assert_trees_equal(*(jax.tree.map(lambda x, k=k: x[runner.member_lanes(k)], params) for k in range(2)))
+    results = [runner.train() for _ in range(CALLS)]
+    assert [r[K.member_key(1, "eval/success_rate_mean")] for r in results] == [0.5] * CALLS  # below the threshold
+    assert [r[K.member_key(1, K.LEVEL)] for r in results] == [0.0] * CALLS
+    assert all(r[K.member_key(0, "eval/success_rate_mean")] >= 0.9 for r in results)
+    assert [r[K.member_key(0, K.LEVEL)] for r in results] == [1.0, 2.0, 2.0]
+    assert [r["perf/compilations"] for r in results] == [1] * CALLS
+
+
+def test_a_members_failing_curriculum_names_the_member_and_keeps_the_trials_result(run):
+    runner = run["runner"]
+
+    def fails_for_member_one(train_results, task_settable_env, env_ctx):
+        if env_ctx.member == 1:
+            raise ValueError("no")
+
+    runner.curricula[1].env_task_fn = fails_for_member_one
+    with pytest.raises(
+        CurriculumError, match=r"^population member 1: env_task_fn .*fails_for_member_one raised ValueError: no"
+    ) as info:
+        runner.train()
+    assert info.value.result["population/size"] == 2.0  # the trial's result, not the member's
+    runner.curricula[1].env_task_fn = lambda result, env, ctx: {"length": 1000}
+    with pytest.raises(TaskError, match=r"^population member 1: env_task_fn .* returned a task that does not fit"):
+        runner.train()
