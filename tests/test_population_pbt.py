@@ -17,6 +17,7 @@ import pytest
 from ajax_tune import keys as K
 from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.checkpoint import nonfinite_leaves
+from ajax_tune.cli import main
 from ajax_tune.config import Config
 from ajax_tune.population import Mutation
 from ajax_tune.population_pbt import InTrialPBT, explore_value, plan
@@ -183,6 +184,7 @@ def test_a_restored_population_exploits_and_trains_as_the_uninterrupted_one(tmp_
     saved.restore(path)
     assert rebuilt.pbt.get_state() == saved.pbt.get_state() and sum(rebuilt.pbt.exploits) == 1
     assert [m.agent.lr.peak for m in rebuilt.members] != [m["agent"]["lr"] for m in MEMBERS]
+    assert main(["evaluate", path, "--episodes", "1", "--json", "--member", "3"]) == 0
 
 
 def test_a_member_that_stopped_being_finite_is_replaced_never_copied(tmp_path):
