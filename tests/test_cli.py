@@ -257,7 +257,7 @@ def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=540,  # below pytest's 600 s, so a hang fails here with its output
     )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
