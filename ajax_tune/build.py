@@ -7,13 +7,17 @@ the agent are Python objects, the tasks numpy arrays.
 
 Two kinds of part: the program (`build_loop`: the env and the compiled loop, rebuilt only when a
 static setting changes) and the run (`build_run`: the starting task, the levels, the task
-sampler, the held-out set and the curriculum's functions, new for every run).
+sampler, the held-out set and the curriculum's functions, new for every run). In a population
+every member gets a curriculum of its own: its own callbacks and sampler, built from the same
+specs, so no two members share the state of one.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
+import types
 from collections.abc import Callable
 
 from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
@@ -37,16 +41,24 @@ class RunParts:
     heldout: dict | None  # field -> [num_heldout, *shape]
     env_task_fn: Callable | None
     callbacks: list = dataclasses.field(default_factory=list)
+    #: the sampler, callbacks and env_task_fn of members 1.. of a population (member 0 has those above)
+    others: list[tuple[TaskSampler | None, list, Callable | None]] = dataclasses.field(default_factory=list)
 
     def curriculum(self, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
         """The run's curriculum over `control`: these parts, owned by it from here on."""
+        return self._curriculum(control, env_ctx, self.sampler, self.callbacks, self.env_task_fn)
+
+    def curricula(self, controls: list[TaskControl], contexts: list[EnvContext]) -> tuple[Curriculum, ...]:
+        """One curriculum per member, each over its member's control: member 0's from the parts
+        above, every other member's from its own copies."""
+        own = [(self.sampler, self.callbacks, self.env_task_fn), *self.others]
+        if not len(own) == len(controls) == len(contexts):
+            raise ValueError(f"{len(own)} members' curriculum parts for {len(controls)} controls")
+        return tuple(self._curriculum(control, ctx, *parts) for control, ctx, parts in zip(controls, contexts, own))
+
+    def _curriculum(self, control, env_ctx, sampler, callbacks, env_task_fn) -> Curriculum:
         return Curriculum(
-            control,
-            env_ctx,
-            env_task_fn=self.env_task_fn,
-            callbacks=self.callbacks,
-            sampler=self.sampler,
-            histogram=self.histogram,
+            control, env_ctx, env_task_fn=env_task_fn, callbacks=callbacks, sampler=sampler, histogram=self.histogram
         )
 
 
@@ -72,15 +84,58 @@ def build_run(cfg: Config, env) -> RunParts:
     """The parts of a fresh run, each checked against the env."""
     levels, start_task = start_task_of(env, cfg)
     sampler = make_task_sampler(env, cfg, levels, start_task)
+    callbacks = [make_callback(spec) for spec in cfg.callbacks]
+    task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
+    others = [
+        (make_task_sampler(env, cfg, levels, start_task), member_callbacks(cfg, callbacks), member_task_fn(task_fn))
+        for _ in cfg.members[1:]
+    ]
     return RunParts(
         levels=levels,
         start_task=start_task,
         sampler=sampler,
         histogram=histogram(env, sampler),
         heldout=None if cfg.heldout is None else cfg.heldout.batch(env, base=start_task),
-        env_task_fn=resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None,
-        callbacks=[make_callback(spec) for spec in cfg.callbacks],
+        env_task_fn=task_fn,
+        callbacks=callbacks,
+        others=others,
     )
+
+
+def member_callbacks(cfg: Config, first: list) -> list:
+    """Another member's callbacks, built from the same specs. A spec that is an instance gives
+    the same instance each time: that member gets a copy of it, so members never share one."""
+    out = []
+    for i, (spec, ours) in enumerate(zip(cfg.callbacks, first)):
+        callback = make_callback(spec)
+        if callback is ours:
+            try:
+                callback = copy.deepcopy(ours)
+            except Exception as exc:
+                raise ConfigError(
+                    f"callbacks[{i}] ({type(ours).__name__}): each member of a population gets its own copy of a "
+                    f"callback, and this instance cannot be copied ({type(exc).__name__}: {exc}); give its class, "
+                    f"or {{class: 'module:Class', kwargs: {{...}}}}, instead"
+                ) from None
+        out.append(callback)
+    return out
+
+
+def member_task_fn(task_fn: Callable | None) -> Callable | None:
+    """Another member's env_task_fn: a function keeps nothing between calls and is shared; an
+    object that may (a callable instance, a bound method) is copied, so members never share it."""
+    inner = task_fn
+    while isinstance(inner, functools.partial):
+        inner = inner.func
+    if task_fn is None or isinstance(inner, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return task_fn
+    try:
+        return copy.deepcopy(task_fn)
+    except Exception as exc:
+        raise ConfigError(
+            f"env_task_fn ({type(inner).__name__}): each member of a population gets its own copy of a callable object, "
+            f"and this one cannot be copied ({type(exc).__name__}: {exc}); give a function instead"
+        ) from None
 
 
 def start_task_of(env, cfg: Config) -> tuple[Levels | None, dict]:

@@ -97,6 +97,14 @@ MEMBER_METRICS = (
 )
 
 
+# In a population each member's curriculum reports, under `member/<k>/`, what it would report
+# in a single run of the member: the task its envs ran (`curriculum/task/*`) and the next one
+# (`curriculum/next_task/*`), its level (with levels), its sampler's keys (`sampler/*`), the
+# histogram of its envs' tasks (`tasks/*`) and its callbacks' own metrics; and with a held-out
+# set, its means over it (`eval/heldout/return_mean`, ...). The headline's are the best member's
+# (`results.member_own_keys` lists them for a config).
+
+
 def member_key(member: int, name: str) -> str:
     return f"{MEMBER_PREFIX}{member}/{name}"
 
@@ -121,11 +129,12 @@ def health_part(key: str) -> str | None:
 
 
 def heldout_keys(num_tasks: int) -> list[str]:
-    if not num_tasks:
-        return []
-    return [f"{HELDOUT_PREFIX}{name}_mean" for name in HELDOUT_NAMES] + [
-        f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES
-    ]
+    return heldout_mean_keys(num_tasks) + [f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES]
+
+
+def heldout_mean_keys(num_tasks: int) -> list[str]:
+    """The held-out set's means over tasks and seeds (in a population, each member's too)."""
+    return [f"{HELDOUT_PREFIX}{name}_mean" for name in HELDOUT_NAMES] if num_tasks else []
 
 
 def start_heldout_keys(num_tasks: int) -> list[str]:

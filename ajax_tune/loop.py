@@ -211,23 +211,36 @@ class TrainLoop:
         # would then retrace; make every leaf strongly typed.
         return jax.tree.map(lambda x: jax.lax.convert_element_type(x, jnp.result_type(x)), state)
 
-    def set_task(self, state: TrainState, task: Mapping, eval_task: Mapping | None = None) -> TrainState:
-        """Apply a task (one for all envs, or one per env) to every seed; validated first.
+    def set_task(
+        self, state: TrainState, task: Mapping, eval_task: Mapping | None = None, lanes: slice | None = None
+    ) -> TrainState:
+        """Apply a task (one for all envs, or one per env) to every seed, or only to `lanes`
+        (one member's); validated first.
 
         Evaluations follow `eval_task`, by default the task itself or, for a per-env batch, the
         task of env 0. Envs whose task changed start a new episode at the next unroll.
         """
-        current = self.get_task(state, per_env=True)
+        current = self.get_task(state, per_env=True, lanes=lanes)
         new = self.env.validate_task(task, num_envs=self.venv.num_envs, current=current)
         if eval_task is not None:
             eval_new = self.env.validate_task(eval_task)
         else:
             eval_new = {k: (v[0] if v.ndim > len(self.env.task_spec[k].shape) else v) for k, v in new.items()}
         set_one = jax.vmap(self.venv.set_task, in_axes=(0, None))
-        lanes = self.num_lanes
+        if lanes is None:
+            count = self.num_lanes
+            return state.replace(
+                env=set_one(state.env, task_to_jax(new)),
+                eval_task={k: jnp.broadcast_to(jnp.asarray(v), (count, *v.shape)) for k, v in eval_new.items()},
+            )
+        count = len(range(*lanes.indices(self.num_lanes)))
+        part = set_one(jax.tree.map(lambda x: x[lanes], state.env), task_to_jax(new))
         return state.replace(
-            env=set_one(state.env, task_to_jax(new)),
-            eval_task={k: jnp.broadcast_to(jnp.asarray(v), (lanes, *v.shape)) for k, v in eval_new.items()},
+            env=jax.tree.map(lambda whole, x: whole.at[lanes].set(x), state.env, part),
+            eval_task={
+                k: state.eval_task[k].at[lanes].set(jnp.broadcast_to(jnp.asarray(v), (count, *v.shape)))
+                for k, v in eval_new.items()
+            },
         )
 
     def set_heldout(self, state: TrainState, tasks: Mapping) -> TrainState:
@@ -242,11 +255,12 @@ class TrainLoop:
         lanes = self.num_lanes
         return state.replace(heldout={k: jnp.broadcast_to(jnp.asarray(v), (lanes, *v.shape)) for k, v in batch.items()})
 
-    def get_task(self, state: TrainState, per_env: bool = False) -> dict[str, np.ndarray]:
-        """The evaluation task (or each env's task) of lane 0, as numpy arrays (every lane runs
-        the same tasks)."""
+    def get_task(self, state: TrainState, per_env: bool = False, lanes: slice | None = None) -> dict[str, np.ndarray]:
+        """The evaluation task (or each env's task) of lane 0, or of the first of `lanes`, as
+        numpy arrays (the lanes of a member run the same tasks)."""
         source = state.env.task if per_env else state.eval_task
-        return {k: np.asarray(v[0]) for k, v in source.items()}
+        lane = 0 if lanes is None else lanes.start
+        return {k: np.asarray(v[lane]) for k, v in source.items()}
 
     def set_hparams(self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None) -> TrainState:
         """New traced hyperparameters for the rest of the run, without recompiling: one agent

@@ -12,8 +12,9 @@ seeds a single run of its config would use, so a member trains as that run would
 Results carry every member's metrics and settings under `member/<k>/...`; the trial's headline
 keys are those of the best member by `select` (or the mean over members, `headline: mean`).
 
-Not yet: packing a searcher's suggestions into one trial, PBT inside a trial, and curricula per
-member (a population of more than one member takes no env_task_fn, callbacks or task sampler).
+Curricula run per member: the trial's env_task_fn, callbacks and task sampler are built once for
+each member, and each sees only its member's results and envs (`Runner.curricula`); what each
+reports goes under `member/<k>/` as well (`member_results`), with the member's held-out means.
 
 This module knows configs only through the values it is given: `config.py` parses the section
 with it, `runner.py` reduces a call's output with it.
@@ -71,19 +72,14 @@ class Population:
     @classmethod
     def parse(cls, section: Any, base, make_member: Callable[[dict, str], Any], curriculum: Mapping[str, Any]) -> Population:
         """`base` is the trial config without the population; `make_member(override, where)`
-        builds a member's config from it; `curriculum` holds the trial's curriculum parts."""
+        builds a member's config from it; `curriculum` holds the trial's curriculum parts (each
+        member runs its own copy of them, built with the run)."""
         if not isinstance(section, Mapping):
             raise ConfigError(f"population must be a mapping with keys {list(SECTION_KEYS)}, got {section!r}")
         check_keys(section, SECTION_KEYS, "population.")
         overrides = _overrides(section)
         if not overrides:
             raise ConfigError("population must have at least one member, got 0 (population.size or population.members)")
-        used = [name for name, part in curriculum.items() if part]
-        if len(overrides) > 1 and used:
-            raise ConfigError(
-                f"population: per-member curricula are not supported yet; a population of {len(overrides)} "
-                f"members cannot have {', '.join(used)}"
-            )
         members = []
         for i, override in enumerate(overrides):
             where = f"population.members[{i}]"
@@ -262,6 +258,19 @@ def reduce(population: Population, results: Sequence[Mapping[str, float]]) -> tu
         for name, value in setting_values(member).items():
             result[K.member_key(k, name)] = value
     return result, best
+
+
+def member_results(
+    population: Population, result: dict[str, float], results: Sequence[Mapping[str, float]], names: Sequence[str], best: int
+) -> None:
+    """Keys of each member's own result that depend on the run (`names`: its curriculum's, its
+    held-out means) into the trial's `result`, in place: under `member/<k>/<name>`, and as the
+    headline (the best member's, or the mean over members with `headline: mean`)."""
+    for name in names:
+        values = [float(r.get(name, math.nan)) for r in results]
+        for k, value in enumerate(values):
+            result[K.member_key(k, name)] = value
+        result[name] = values[best] if population.headline == "best" else _nanmean(values)
 
 
 def _nanmean(values) -> float:

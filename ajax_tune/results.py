@@ -41,14 +41,14 @@ def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     keys = member_keys_of(cfg, loop, parts)
     if cfg.population is not None:
         keys |= frozenset(population_keys(cfg.population))
+        own = member_own_keys(loop, parts)
+        keys |= frozenset(K.member_key(k, name) for k in range(cfg.num_members) for name in own)
     return keys
 
 
 def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     """The keys of one member's result: those of a single run of its config."""
     metrics, health = agent_keys(loop)
-    task_shapes = {k: tuple(v.shape) for k, v in parts.start_task.items()}
-    fields = K.task_field_keys(task_shapes)
     keys = {
         *K.RUNNER_KEYS,
         *K.EVAL_KEYS,
@@ -60,9 +60,23 @@ def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[s
         *K.heldout_keys(loop.num_heldout),
         *K.START_KEYS,
         *K.start_heldout_keys(loop.num_heldout),
-        *K.prefixed(K.TASK_PREFIX, fields),
-        *K.prefixed(K.NEXT_TASK_PREFIX, fields),
+        *curriculum_keys(parts),
     }
+    return frozenset(keys)
+
+
+def member_own_keys(loop: TrainLoop, parts: RunParts) -> frozenset[str]:
+    """What each member of a population reports under `member/<k>/` besides
+    `population.member_metrics`: its curriculum's keys and its held-out means."""
+    return curriculum_keys(parts) | frozenset(K.heldout_mean_keys(loop.num_heldout))
+
+
+def curriculum_keys(parts: RunParts) -> frozenset[str]:
+    """The keys one curriculum reports (with a population, each member's, under
+    `member/<k>/` too): the task the call ran and the next one, the level, the sampler's keys,
+    the histogram of tasks, the callbacks' own metrics."""
+    fields = K.task_field_keys({k: tuple(v.shape) for k, v in parts.start_task.items()})
+    keys = {*K.prefixed(K.TASK_PREFIX, fields), *K.prefixed(K.NEXT_TASK_PREFIX, fields)}
     if parts.levels is not None:
         keys.add(K.LEVEL)
     if parts.sampler is not None:

@@ -10,7 +10,8 @@ to floats, the `Curriculum` moves the tasks on through a `TaskControl`, `checkpo
 
 With a `population` in its config, one runner trains every member as lanes of its one program
 (`population.py`): results carry each member's keys and the best member's as the headline;
-`evaluate` and `policy` take a member (by default the best one).
+`evaluate` and `policy` take a member (by default the best one). Each member has its own
+curriculum (`curricula[k]`) over its own lanes, fed its own results and per-env statistics.
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfi
 from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
 from ajax_tune.envs.base import task_to_jax
+from ajax_tune.errors import TaskError
 from ajax_tune.evaluation import Health, make_evaluate
 from ajax_tune.fields import ConfigError
 from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
-from ajax_tune.results import check_metric, keys_of, member_keys_of
+from ajax_tune.results import check_metric, keys_of, member_keys_of, member_own_keys
 from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.task_control import EnvContext, TaskControl
 
@@ -66,9 +68,11 @@ class Runner:
         parts = build_run(cfg, env)
         named = named_metrics(parts)
         if named:
-            keys = keys_of(cfg, loop, parts)
+            # in a population each member's curriculum sees its member's result, not the trial's
+            own = cfg.population is not None
+            keys = member_keys_of(cfg, loop, parts) if own else keys_of(cfg, loop, parts)
             for who, metric in named.items():
-                check_metric(metric, keys, who)
+                check_metric(metric, keys, f"{who} (each member's curriculum sees its own member's keys)" if own else who)
         if cfg.population is not None:
             check_metric(cfg.population.metric, member_keys_of(cfg, loop, parts), "population.select.metric")
         return cfg
@@ -85,23 +89,38 @@ class Runner:
         if pop is not None and pop.metric not in (*EVAL_KEYS, *START_KEYS, *TRAIN_KEYS):
             check_metric(pop.metric, member_keys_of(cfg, self.loop, parts), "population.select.metric")
         self.heldout = parts.heldout
-        self.control = TaskControl(self.loop, parts.levels, owner=self)
-        env_ctx = EnvContext(
-            env_config={"name": cfg.env.name, **cfg.env.kwargs},
-            num_envs=self.loop.venv.num_envs,
-            num_seeds=cfg.train.num_seeds,
-            trial_id=self.trial_id,
-            worker_index=0,
-            member=0,
-        )
-        self.curriculum = parts.curriculum(self.control, env_ctx)
+        size = cfg.num_members
+        controls = [
+            TaskControl(self.loop, parts.levels, owner=self, member=k, lanes=None if size == 1 else self.loop.member_lanes(k))
+            for k in range(size)
+        ]
+        contexts = [
+            EnvContext(
+                env_config={"name": cfg.env.name, **cfg.env.kwargs},
+                num_envs=self.loop.venv.num_envs,
+                num_seeds=cfg.train.num_seeds,
+                trial_id=self.trial_id,
+                worker_index=0,
+                member=k,
+            )
+            for k in range(size)
+        ]
+        self.control = controls[0]  # member 0's (every lane's in a trial of one)
+        self.curricula = parts.curricula(controls, contexts)
+        self._member_own_keys = sorted(member_own_keys(self.loop, parts)) if pop is not None else []
         state = self.loop.init(seed=[m.train.seed for m in cfg.members], task=parts.start_task)
         if self.heldout is not None:
             state = self.loop.set_heldout(state, self.heldout)
         self.state = self._set_hparams(state)
         self.iteration = 0
         self.best_member = 0
-        self.curriculum.setup()
+        for curriculum in self.curricula:
+            curriculum.setup()
+
+    @property
+    def curriculum(self):
+        """The curriculum of member 0: the trial's only one, unless it holds a population."""
+        return self.curricula[0]
 
     def _set_hparams(self, state):
         """Each member's traced settings and horizon on its lanes."""
@@ -140,31 +159,40 @@ class Runner:
         elapsed = time.perf_counter() - start
         self.iteration += 1
         budget = self.config.train.timesteps_per_iteration
-        result = self._summarize(out)
-        result.update(
-            {
-                "timesteps_this_iter": budget,
-                "env_steps": self.loop.timestep(self.state),
-                "useful_env_steps": self.loop.useful_steps(self.state),
-                "perf/call_s": elapsed,
-                "perf/env_steps_per_s": budget * self.loop.num_lanes / elapsed,
-                "perf/compilations": self.retired_compilations + self.loop.compilations,
-            }
-        )
+        pop = self.config.population
+        outs = [out] if pop is None else population.split(out, pop.size)
+        results = [self.loop.summarize(part) for part in outs]  # each member's, as a single run of it
+        around = {
+            "timesteps_this_iter": budget,
+            "env_steps": self.loop.timestep(self.state),
+            "useful_env_steps": self.loop.useful_steps(self.state),
+            "perf/call_s": elapsed,
+            "perf/env_steps_per_s": budget * self.loop.num_lanes / elapsed,
+            "perf/compilations": self.retired_compilations + self.loop.compilations,
+        }
+        for member_result in results:
+            member_result.update(around)
+        if pop is None:
+            result = results[0]
+        else:
+            result, self.best_member = population.reduce(pop, results)
         health = Health.of(out)
         diverged = health.diverged and self._on_nonfinite(result, health)
-        self.curriculum.after_call(result, EnvStats.from_call(out.stats), diverged=diverged)
+        for k, (curriculum, part, member_result) in enumerate(zip(self.curricula, outs, results, strict=True)):
+            try:
+                curriculum.after_call(member_result, EnvStats.from_call(part.stats), diverged=diverged)
+            except CurriculumError as exc:  # a member's failure, with the trial's result
+                if pop is None:
+                    raise
+                raise CurriculumError(f"population member {k}: {exc}", result) from exc.__cause__
+            except TaskError as exc:
+                if pop is None:
+                    raise
+                raise TaskError(f"population member {k}: {exc}") from None
+        if pop is not None:
+            population.member_results(pop, result, results, self._member_own_keys, self.best_member)
         horizon = max(m.train.total_timesteps for m in self.config.members)
         result["done"] = result["env_steps"] >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
-        return result
-
-    def _summarize(self, out) -> dict[str, float]:
-        """The call's result: the run's, or with a population each member's and the headline."""
-        pop = self.config.population
-        if pop is None:
-            return self.loop.summarize(out)
-        results = [self.loop.summarize(part) for part in population.split(out, pop.size)]
-        result, self.best_member = population.reduce(pop, results)
         return result
 
     def _on_nonfinite(self, result: dict, health: Health) -> bool:
@@ -192,18 +220,24 @@ class Runner:
 
     # -- tasks ---------------------------------------------------------------------------
 
-    def get_task(self, per_env: bool = False) -> dict[str, Any]:
-        return self.control.get_task(per_env=per_env)
+    def get_task(self, per_env: bool = False, member: int | None = None) -> dict[str, Any]:
+        """The task evaluations run on, or each env's, of `member` (default: the best)."""
+        return self.curricula[self._member(member)].control.get_task(per_env=per_env)
 
-    def get_level(self, per_env: bool = False) -> int | np.ndarray:
-        """The level (with `env.levels`) evaluations run on, or one per env (-1: no level)."""
-        return self.control.get_level(per_env=per_env)
+    def get_level(self, per_env: bool = False, member: int | None = None) -> int | np.ndarray:
+        """The level (with `env.levels`) evaluations run on, or one per env (-1: no level), of
+        `member` (default: the best)."""
+        return self.curricula[self._member(member)].control.get_level(per_env=per_env)
 
-    def set_task(self, task: Any, eval_task: Any = None) -> None:
+    def set_task(self, task: Any, eval_task: Any = None, member: int | None = None) -> None:
         """Validated before anything changes: a task that does not fit leaves the state as it was.
 
-        With `env.levels`, a level number (or a list of one per env) stands for its task."""
-        self.control.set_task(task, eval_task=eval_task)
+        With `env.levels`, a level number (or a list of one per env) stands for its task. In a
+        population it sets every member's envs, or only `member`'s; each member's curriculum
+        hears of its own change."""
+        targets = self.curricula if member is None else [self.curricula[self._member(member)]]
+        for curriculum in targets:
+            curriculum.control.set_task(task, eval_task=eval_task)
 
     # -- checkpoints ---------------------------------------------------------------------
 
@@ -219,12 +253,15 @@ class Runner:
                 f"not saving {directory}: the state of iteration {self.iteration} is not finite "
                 f"({', '.join(bad)}); the last good checkpoint stays as it was"
             )
-        self.curriculum.on_checkpoint_save(directory)
+        for curriculum in self.curricula:
+            curriculum.on_checkpoint_save(directory)
+        states = [curriculum.get_state() for curriculum in self.curricula]
         extra = {
             "trial_id": self.trial_id,
             "iteration": self.iteration,
             "best_member": self.best_member,
-            **self.curriculum.get_state(),
+            **states[0],  # where a trial of one has always kept its curriculum
+            **({"curricula": states} if len(states) > 1 else {}),
             "config": self.config.to_dict(),
             "result": {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))},
         }
@@ -237,18 +274,27 @@ class Runner:
         state, metadata = self.loop.restore(directory)
         refuse_nonfinite(directory, state.agent)
         extra = metadata.get("extra", {})
-        self.curriculum.set_state(extra, directory)
+        # a population's curricula, one per member (written before they existed: all empty, as the top level's)
+        states = extra.get("curricula") or [extra] * len(self.curricula)
+        if len(states) != len(self.curricula):
+            raise CheckpointError(
+                f"{directory} holds the curricula of {len(states)} member(s); this population has {len(self.curricula)}"
+            )
+        for curriculum, saved in zip(self.curricula, states):
+            curriculum.set_state(saved, directory)
         source = extra.get("trial_id", "")
         if source and self.trial_id and source != self.trial_id:
             salt = trial_salt(self.trial_id)
             state = self.loop.reseed(state, salt)
-            self.curriculum.reseed(salt)
+            for curriculum in self.curricula:
+                curriculum.reseed(salt)
         if self.heldout is not None:  # the held-out set of the config in force
             state = self.loop.set_heldout(state, self.heldout)
         self.state = self._set_hparams(state)
         self.iteration = int(extra.get("iteration", 0))
         self.best_member = int(extra.get("best_member", 0))
-        self.curriculum.on_checkpoint_load(directory)
+        for curriculum in self.curricula:
+            curriculum.on_checkpoint_load(directory)
 
     @classmethod
     def from_checkpoint(cls, directory, *, curriculum: bool = False) -> Runner:
@@ -278,11 +324,14 @@ class Runner:
     def member_lanes(self, member: int | None = None) -> slice:
         """The lanes of `member` (default: the best member of the last call, or the one a
         checkpoint recorded); an index outside the population is refused in one line."""
+        return self.loop.member_lanes(self._member(member))
+
+    def _member(self, member: int | None) -> int:
         size = self.loop.num_members
         member = self.best_member if member is None else member
         if isinstance(member, bool) or not isinstance(member, (int, np.integer)) or not 0 <= member < size:
             raise ConfigError(f"member must be in [0, {size - 1}] (the population has {size} member(s)), got {member!r}")
-        return self.loop.member_lanes(int(member))
+        return int(member)
 
     def evaluate(
         self, episodes: int = 10, task: Mapping[str, Any] | None = None, seed: int = 0, member: int | None = None
@@ -290,7 +339,7 @@ class Runner:
         """Deterministic-policy episodes of every seed of `member` (default: the best) on `task`
         (default: the current one)."""
         lanes = self.member_lanes(member)
-        task = self.env.validate_task(task or {}, current=self.get_task())
+        task = self.env.validate_task(task or {}, current=self.get_task(member=member))
         if episodes not in self._evaluators:
             self._evaluators[episodes] = jax.jit(
                 jax.vmap(make_evaluate(self.loop.agent, self.env, episodes, per_episode=True), in_axes=(0, None, None))

@@ -7,8 +7,10 @@ callbacks receive as their first argument. Callbacks that inspect more may read 
 `state` (the training state, leading axis seeds), its `iteration` and `trial_id`, and the
 curriculum's `sampler`.
 
-The state itself stays with its owner (the runner, or one member of a population): a control
-reads and replaces it through `owner.state`, so there is one copy and one writer at a time.
+The state itself stays with its owner (the runner): a control reads and replaces it through
+`owner.state`, so there is one copy and one writer at a time. In a population each member's
+curriculum has a control of its own over that member's lanes (`lanes`): it reads and sets the
+tasks of those lanes only, and its `state` is those lanes' slice of the training state.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+import jax
 import numpy as np
 
 from ajax_tune.envs.base import flatten_task
@@ -37,11 +40,14 @@ class TaskControl:
     `set_task` validates before anything changes, so a task that does not fit leaves the state
     as it was. With `levels`, a level number (or a list of one per env) stands for its task.
     Whoever listens (`on_task_change`) hears of every change, whoever made it.
+
+    `lanes` (a slice of the state's leading axis) restricts it to one member's lanes; None is
+    every lane, as in a trial of one member.
     """
 
-    def __init__(self, loop, levels: Levels | None, owner: StateOwner, member: int = 0):
+    def __init__(self, loop, levels: Levels | None, owner: StateOwner, member: int = 0, lanes: slice | None = None):
         self._loop, self._owner = loop, owner
-        self.levels, self.member = levels, member
+        self.levels, self.member, self.lanes = levels, member, lanes
         self.sampler = None  # the curriculum's task sampler, for callbacks that look at it
         self._listeners: list[Callable[[dict, dict], None]] = []
 
@@ -62,7 +68,12 @@ class TaskControl:
         return self._loop.env.validate_task(task, num_envs=num_envs, current=current)
 
     # What callbacks may read of the trial beyond its tasks, read through from its owner.
-    state = property(lambda self: self._owner.state, doc="the training state (leading axis seeds)")
+    @property
+    def state(self):
+        """The training state (leading axis seeds): the member's lanes of it where restricted."""
+        state = self._owner.state
+        return state if self.lanes is None else jax.tree.map(lambda x: x[self.lanes], state)
+
     iteration = property(lambda self: self._owner.iteration, doc="the trial's training iteration")
     trial_id = property(lambda self: self._owner.trial_id, doc="the trial's id")
 
@@ -70,7 +81,7 @@ class TaskControl:
 
     def get_task(self, per_env: bool = False) -> dict[str, Any]:
         """The task evaluations run on, or (`per_env`) each env's, as Python scalars or arrays."""
-        task = self._loop.get_task(self._owner.state, per_env=per_env)
+        task = self._loop.get_task(self._owner.state, per_env=per_env, lanes=self.lanes)
         return {k: (v.item() if v.ndim == 0 else v) for k, v in task.items()}
 
     def get_level(self, per_env: bool = False) -> int | np.ndarray:
@@ -91,7 +102,7 @@ class TaskControl:
         task = self._as_task(task)
         eval_task = None if eval_task is None else self._as_task(eval_task)
         old = self.get_task()
-        self._owner.state = self._loop.set_task(self._owner.state, task, eval_task=eval_task)
+        self._owner.state = self._loop.set_task(self._owner.state, task, eval_task=eval_task, lanes=self.lanes)
         new = self.get_task()
         if any(not np.array_equal(old[k], new[k]) for k in new):
             for listener in self._listeners:

@@ -253,12 +253,10 @@ def test_bad_populations_are_one_line_before_compiling(population, message):
     assert_refused_before_compiling(corridor_config(population=population), message)
 
 
-def test_a_curriculum_with_more_than_one_member_is_refused():
+def test_a_curriculum_with_more_than_one_member_is_one_per_member():
+    """Each member runs its own copy (tests/test_population_curricula.py trains them)."""
     callbacks = [{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": {"length": [4, 8]}}}]
-    assert_refused_before_compiling(
-        corridor_config(callbacks=callbacks, population={"size": 2}),
-        r"^population: per-member curricula are not supported yet; a population of 2 members cannot have callbacks$",
-    )
+    assert Runner.check(corridor_config(callbacks=callbacks, population={"size": 2})).num_members == 2
     Runner.check(corridor_config(callbacks=callbacks, population={"size": 1}))  # one member is a single run
 
 

@@ -5,7 +5,10 @@ the levels, and sees the trial only through a `TaskControl`. After a call, `afte
 them in a fixed order (the sampler learns from the call, `env_task_fn`, the callbacks, the
 sampler draws the next tasks) and adds their keys to the result. Its state (the callbacks' and
 the sampler's) goes into every checkpoint and travels with a PBT exploit. A trial has one
-curriculum; a population will have one per member, each over its own control.
+curriculum; a population has one per member (`Runner.curricula`), each over a control of its
+member's lanes only, fed that member's results and per-env statistics, as a single run of the
+member would feed it. Copying one member's `get_state()` into another's `set_state` (then
+`reseed`, so the copy draws its own tasks) moves a curriculum between members.
 """
 
 from __future__ import annotations
@@ -64,9 +67,10 @@ class Curriculum:
             self._sample_tasks()
         self._hook("on_setup")
 
-    def after_call(self, result: dict, stats: EnvStats, diverged: bool = False) -> None:
+    def after_call(self, result: dict, stats: EnvStats, diverged: bool = False) -> dict[str, float]:
         """Move the tasks on from one call's result and statistics, and add the curriculum's
-        keys to `result` (in place). A diverged call moves nothing: its scores say nothing."""
+        keys to `result` (in place; also returned). A diverged call moves nothing: its scores
+        say nothing."""
         self.env_stats = stats
         if self.sampler is not None and not diverged:
             self.sampler.update(stats)
@@ -80,7 +84,9 @@ class Curriculum:
                 _hook(cb, "on_train_result", self.control, result)
         if self.sampler is not None and not diverged:
             self._sample_tasks()
-        result.update(self.metrics())
+        added = self.metrics()
+        result.update(added)
+        return added
 
     def metrics(self) -> dict[str, float]:
         """The curriculum's result keys: the sampler's, the histogram of the tasks the last
@@ -107,9 +113,9 @@ class Curriculum:
             "sampler": None if self.sampler is None else self.sampler.get_state(),
         }
 
-    def set_state(self, saved: Mapping, where: Any) -> None:
-        """The state a checkpoint at `where` kept; refused whole when it does not fit these
-        callbacks and sampler."""
+    def set_state(self, saved: Mapping, where: Any = "the curriculum state given") -> None:
+        """The state a checkpoint at `where` kept (or another member's `get_state()`); refused
+        whole when it does not fit these callbacks and sampler."""
         states = saved.get("callbacks", [])
         if len(states) != len(self.callbacks):
             raise CheckpointError(f"{where} holds the state of {len(states)} callback(s); this config has {len(self.callbacks)}")
