@@ -158,7 +158,11 @@ def cmd_run(args) -> int:
     wanted = launch.trial_resources(experiment.trial)
     if not (args.address or os.environ.get("RAY_ADDRESS")):
         launch.check_resources(wanted, [{"CPU": launch.local_cpus(args.num_cpus), "GPU": math.inf}], local=True)
-    release = launch.lock_experiment(storage / experiment.name)
+    directory, note = launch.run_directory(storage, experiment.name)
+    if note:
+        print(note, file=sys.stderr)
+        experiment = dataclasses.replace(experiment, name=directory.name)
+    release = launch.lock_experiment(directory)
     try:
         wandb_settings = experiment.wandb if experiment.wandb is not None else ({} if args.wandb else None)
         _start_ray(args.address, args.num_cpus, wanted)

@@ -1,5 +1,5 @@
 """What `ajax-tune run` and `resume` check and hold before Tune starts: a writable storage
-path, one live run per experiment directory, resources a trial can get, and a Ray that is ours
+path, one run per experiment directory (a re-run gets its own), resources a trial can get, and a Ray that is ours
 to clear up (a local one) or that we can join (a cluster), with one-line errors for each.
 
 Ray is imported only where a function needs it, so every check that can come before Ray starts
@@ -96,6 +96,30 @@ def lock_experiment(directory: pathlib.Path) -> Callable[[], None]:
         atexit.register(release)
         return release
     raise LaunchError(f"could not lock experiment {directory}: {path} keeps reappearing")
+
+
+def run_directory(storage: pathlib.Path, name: str) -> tuple[pathlib.Path, str | None]:
+    """Where a new run of experiment `name` writes: `STORAGE/NAME`, or, when an earlier run's
+    results are there, the first free `NAME-2`, `NAME-3`, ... so that a run's directory holds that
+    run alone (its plots, its `tuner.pkl` for `resume`). Returns the directory and a note saying
+    why it is not `NAME` (None when it is). A run that is alive there is refused later, by the lock."""
+    first = storage / name
+    if "://" in str(storage) or not _holds_a_run(first) or _locked_by_a_live_run(first):
+        return first, None
+    suffix = 2
+    while _holds_a_run(storage / f"{name}-{suffix}"):
+        suffix += 1
+    chosen = storage / f"{name}-{suffix}"
+    return chosen, f"note: {first} holds an earlier run (`ajax-tune resume {first}` continues it); this run writes to {chosen}"
+
+
+def _holds_a_run(directory: pathlib.Path) -> bool:
+    return directory.is_dir() and any(p.name != LOCK_FILE for p in directory.iterdir())
+
+
+def _locked_by_a_live_run(directory: pathlib.Path) -> bool:
+    holder = _read_lock(directory / LOCK_FILE)
+    return holder is not None and _alive(holder)
 
 
 def _read_lock(path: pathlib.Path) -> dict | None:

@@ -44,9 +44,11 @@ ROOT_ENV = "AJAX_TUNE_BENCH_PEERS"
 # What each peer installs, pinned so that its numbers can be reproduced (each into its own venv).
 # `shared`: the packages it has in common with us, installed at our versions (see shared_pins).
 PEERS: dict[str, dict] = {
-    # Rejax 0.1.3 with gymnax before 1.0 (the CartPole-v1 port whose dynamics ours matches).
+    # Rejax 0.1.3 with gymnax before 1.0 (the CartPole-v1 port whose dynamics ours matches), and
+    # distrax 0.1.9 on a tfp-nightly build: tensorflow-probability 0.25 (what distrax 0.1.5 takes)
+    # does not import on jax 0.10.
     "rejax": {
-        "pins": ["rejax==0.1.3", "gymnax==0.0.9", "distrax==0.1.5", "tensorflow-probability==0.25.0"],
+        "pins": ["rejax==0.1.3", "gymnax==0.0.9", "distrax==0.1.9", "tfp-nightly==0.26.0.dev20261027"],
         "shared": ("jax", "jaxlib", "flax", "optax", "chex", "numpy"),
         "packages": ("rejax", "gymnax"),
     },

@@ -65,6 +65,25 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
 
 
 @pytest.mark.slow  # spawns the console script six times
+def test_a_rerun_gets_its_own_directory_unless_the_first_is_alive(tmp_path):
+    from ajax_tune import launch
+
+    assert launch.run_directory(tmp_path, "exp") == (tmp_path / "exp", None)  # nothing there yet
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / launch.LOCK_FILE).write_text("{}")
+    assert launch.run_directory(tmp_path, "exp") == (tmp_path / "exp", None)  # only a (stale) lock
+    (tmp_path / "exp" / "tuner.pkl").write_bytes(b"")
+    (tmp_path / "exp-2").mkdir()
+    (tmp_path / "exp-2" / "AjaxTrainable_0").mkdir()
+    directory, note = launch.run_directory(tmp_path, "exp")
+    assert directory == tmp_path / "exp-3" and f"ajax-tune resume {tmp_path / 'exp'}" in note
+    release = launch.lock_experiment(tmp_path / "exp")  # a live run: the lock refuses a second one
+    try:
+        assert launch.run_directory(tmp_path, "exp") == (tmp_path / "exp", None)
+    finally:
+        release()
+
+
 def test_console_script_help_and_bad_config_without_traceback(tmp_path):
     exe = pathlib.Path(sys.executable).parent / "ajax-tune"
     out = subprocess.run([exe, "--help"], capture_output=True, text=True)
@@ -150,6 +169,15 @@ def test_errored_trial_resumes(ray_session, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "training_iteration       3" in out
 
+    # Running the same experiment again gives the new run its own directory: the first one's
+    # trials, tuner.pkl and plots stay as they were, and the note says where each run is.
+    before = sorted(p.name for p in experiment.iterdir())
+    assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots", "--set", "stop.training_iteration=1"]) == 0
+    err = capsys.readouterr().err
+    assert f"{experiment} holds an earlier run" in err and f"this run writes to {experiment}-2" in err
+    assert sorted(p.name for p in experiment.iterdir()) == before
+    assert len(load_trials(tmp_path / "r" / "small-2")) == 1 and (tmp_path / "r" / "small-2" / "tuner.pkl").exists()
+
 
 @pytest.mark.parametrize(
     "tune_section",
@@ -229,7 +257,7 @@ def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        timeout=540,  # below pytest's 600 s, so a hang fails here with its output
     )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
