@@ -9,8 +9,16 @@ import pytest
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.envs import make_env
 from ajax_tune.loop import CallStats
-from ajax_tune.samplers import ALPGMM, LearningProgress, PrioritizedLevelReplay, TaskHistogram, TaskSpace, Uniform, make_sampler
-from ajax_tune.samplers import gmm
+from ajax_tune.samplers import (
+    ALPGMM,
+    LearningProgress,
+    PrioritizedLevelReplay,
+    TaskHistogram,
+    TaskSpace,
+    Uniform,
+    gmm,
+    make_sampler,
+)
 from ajax_tune.samplers.heldout import HeldOut
 from ajax_tune.samplers.stats import EnvStats
 
