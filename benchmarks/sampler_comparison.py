@@ -19,6 +19,7 @@ learning progress (its default 8 makes 64 bins for 64 envs: one env per bin and 
 
     python benchmarks/sampler_comparison.py            # 6 seeds x 40 calls, JSON and plot
     python benchmarks/sampler_comparison.py --quick    # 2 seeds x 6 calls, to prove it runs
+    python benchmarks/sampler_comparison.py --variant 'lp8=learning_progress:{"bins": 8}'   # settings
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ REACH = 2.44  # the farthest a 30-step episode gets from rest at full throttle
 SAMPLER_KWARGS = {"learning_progress": {"bins": 4}}
 
 
-def config(sampler: str, seed: int, calls: int) -> dict:
+def config(sampler: str, seed: int, calls: int, kwargs: dict | None = None) -> dict:
     return {
         "env": {"name": "point_reach", "kwargs": {"max_episode_steps": 30}},
         "agent": {
@@ -64,22 +65,29 @@ def config(sampler: str, seed: int, calls: int) -> dict:
             "eval_episodes": 8,
             "seed": seed,
         },
-        "task_sampler": {"name": sampler, "kwargs": {"space": SPACE, "seed": seed, **SAMPLER_KWARGS.get(sampler, {})}},
+        "task_sampler": {
+            "name": sampler,
+            "kwargs": {"space": SPACE, "seed": seed, **SAMPLER_KWARGS.get(sampler, {}), **(kwargs or {})},
+        },
         "heldout": {"tasks": HELDOUT},
     }
 
 
 def compare(samplers=SAMPLERS, seeds: int = 6, calls: int = 40) -> dict:
-    """Held-out success curves, one per sampler and seed, from one compiled program."""
+    """Held-out success curves, one per sampler and seed, from one compiled program.
+
+    `samplers`: names, or a mapping of label -> (name, extra kwargs) for variants."""
+    if not isinstance(samplers, dict):
+        samplers = {name: (name, {}) for name in samplers}
     runner = None
     out = {"samplers": {}, "env_steps": [STEPS_PER_CALL * (c + 1) for c in range(calls)]}
-    for name in samplers:
-        curves, kinds, seconds = [], [], 0.0
+    for label, (name, kwargs) in samplers.items():
+        curves, kinds, entropy, seconds = [], [], [], 0.0
         for seed in range(seeds):
             if runner is None:
-                runner = Runner(config(name, seed, calls))
+                runner = Runner(config(name, seed, calls, kwargs))
             else:
-                assert runner.reconfigure(config(name, seed, calls)) is False  # same program
+                assert runner.reconfigure(config(name, seed, calls, kwargs)) is False  # same program
             start = time.perf_counter()
             results, shares = [], []
             for _ in range(calls):
@@ -88,14 +96,19 @@ def compare(samplers=SAMPLERS, seeds: int = 6, calls: int = 40) -> dict:
             seconds += time.perf_counter() - start
             curves.append([r["eval/heldout/success_rate_mean"] for r in results])
             kinds.append(shares)
+            entropy += [r["sampler/entropy"] for r in results if not np.isnan(r.get("sampler/entropy", np.nan))]
             assert results[-1]["env_steps"] == calls * STEPS_PER_CALL
         curves = np.array(curves)
-        out["samplers"][name] = {
+        out["samplers"][label] = {
+            "sampler": name,
+            "kwargs": kwargs,
             "curves": curves.round(4).tolist(),
             "mean": curves.mean(axis=0).round(4).tolist(),
             "std": curves.std(axis=0).round(4).tolist(),
             "final": final(curves),
             "trained": {k: round(float(np.mean([[c[k] for c in run] for run in kinds])), 4) for k in kinds[0][0]},
+            # how far the draws were from uniform over the sampler's bins or buffer (1: uniform)
+            "entropy_mean": round(float(np.mean(entropy)), 4) if entropy else None,
             "seconds": round(seconds, 1),
         }
     assert runner.loop.compilations == 1
@@ -151,10 +164,22 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="2 seeds x 6 calls: proves it runs")
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--calls", type=int, default=None)
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=NAME:JSON",
+        help='run only these sampler variants, e.g. lp_bins8=learning_progress:{"bins": 8}',
+    )
     args = parser.parse_args()
     seeds = args.seeds or (2 if args.quick else 6)
     calls = args.calls or (6 if args.quick else 40)
-    out = compare(seeds=seeds, calls=calls)
+    variants = {}
+    for item in args.variant:
+        label, rest = item.split("=", 1)
+        name, _, kwargs = rest.partition(":")
+        variants[label] = (name, json.loads(kwargs or "{}"))
+    out = compare(variants or SAMPLERS, seeds=seeds, calls=calls)
     import jax
 
     out["meta"] = {
@@ -166,9 +191,9 @@ def main() -> None:
         "note": "seconds were measured on a machine shared with other work: noisy; success rates do not depend on load",
     }
     RESULTS.mkdir(exist_ok=True)
-    name = "sampler_comparison_quick.json" if args.quick else "sampler_comparison.json"
+    name = "sampler_comparison" + ("_variants" if variants else "") + ("_quick" if args.quick else "") + ".json"
     (RESULTS / name).write_text(json.dumps(out, indent=1) + "\n")
-    if not args.quick:
+    if not (args.quick or variants):
         plot(out, IMAGE)
     for sampler, s in out["samplers"].items():
         f = s["final"]
