@@ -92,7 +92,7 @@ def compare(samplers=SAMPLERS, seeds: int = 6, calls: int = 40) -> dict:
             results, shares = [], []
             for _ in range(calls):
                 results.append(runner.train())
-                shares.append(task_shares(runner.curriculum.env_stats.tasks))
+                shares.append(task_shares(runner.curriculum.env_stats))
             seconds += time.perf_counter() - start
             curves.append([r["eval/heldout/success_rate_mean"] for r in results])
             kinds.append(shares)
@@ -106,7 +106,7 @@ def compare(samplers=SAMPLERS, seeds: int = 6, calls: int = 40) -> dict:
             "mean": curves.mean(axis=0).round(4).tolist(),
             "std": curves.std(axis=0).round(4).tolist(),
             "final": final(curves),
-            "trained": {k: round(float(np.mean([[c[k] for c in run] for run in kinds])), 4) for k in kinds[0][0]},
+            "trained": {k: round(float(np.nanmean([[c[k] for c in run] for run in kinds])), 4) for k in kinds[0][0]},
             # how far the draws were from uniform over the sampler's bins or buffer (1: uniform)
             "entropy_mean": round(float(np.mean(entropy)), 4) if entropy else None,
             "seconds": round(seconds, 1),
@@ -115,17 +115,25 @@ def compare(samplers=SAMPLERS, seeds: int = 6, calls: int = 40) -> dict:
     return out
 
 
-def task_shares(tasks: dict) -> dict[str, float]:
+def task_shares(stats) -> dict[str, float]:
     """What a call trained on: shares of unreachable targets (distance - radius beyond the 2.44 a
     30-step episode covers), of targets reached on the first step (radius >= distance), and of
-    the rest, with how many of those were near the held-out frontier."""
-    d, r = np.asarray(tasks["distance"], np.float64), np.asarray(tasks["radius"], np.float64)
+    reachable ones near the held-out frontier; and, per kind, the envs' success rate and the
+    agent's learning signal (what PLR ranks by: is it highest where learning happens?)."""
+    d, r = np.asarray(stats.tasks["distance"], np.float64), np.asarray(stats.tasks["radius"], np.float64)
     gap = d - r
-    return {
-        "unreachable": float(np.mean(gap > REACH)),
-        "trivial": float(np.mean(gap <= 0)),
-        "frontier": float(np.mean((gap > 1.0) & (gap <= REACH) & (r <= 0.3))),
+    kinds = {
+        "unreachable": gap > REACH,
+        "trivial": gap <= 0,
+        "frontier": (gap > 1.0) & (gap <= REACH) & (r <= 0.3),
     }
+    kinds["other"] = ~(kinds["unreachable"] | kinds["trivial"] | kinds["frontier"])
+    success = np.divide(np.nan_to_num(stats.success_sum), stats.episodes, out=np.full(len(d), np.nan), where=stats.episodes > 0)
+    out = {kind: float(np.mean(mask)) for kind, mask in kinds.items() if kind != "other"}
+    for kind, mask in kinds.items():
+        out[f"success/{kind}"] = float(np.nanmean(success[mask])) if mask.any() else np.nan
+        out[f"signal/{kind}"] = float(np.nanmean(stats.learning_signal[mask])) if mask.any() else np.nan
+    return out
 
 
 def final(curves: np.ndarray, last: int = 5) -> dict:
