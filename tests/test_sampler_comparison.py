@@ -1,8 +1,8 @@
 """Do the learning samplers beat domain randomisation where the choice of tasks matters?
 
 A reduced run of benchmarks/sampler_comparison.py (its module docstring has the set-up):
-point_reach over its whole task space (a third of the targets out of reach in 30 steps, a fifth
-reached on the first step whatever the policy does), PPO, held-out success on 6 tight targets
+point_reach over its whole task space (a third of the targets out of reach in 30 steps in most
+directions, a fifth reached on the first step whatever the policy does), PPO, held-out success on 6 tight targets
 at the frontier. Here 4 seeds per sampler (one run each: a trial's seeds share its sampler's
 draws, so they are not independent repeats of it) and 24 calls of 8192 env steps (196,608 steps
 per run) instead of 6 seeds and 40 calls; every run shares one compiled program.
@@ -17,9 +17,9 @@ uniform, with margins of one to two standard deviations of a seed; at this budge
 not separate from one another (the full benchmark, 6 seeds and 40 calls, puts ALP-GMM at
 0.55 ± 0.07 against uniform's 0.29 ± 0.04, PLR at 0.39 and binned learning progress at 0.35,
 within noise of uniform). How they got there is asserted too: learning progress and ALP-GMM
-draw far fewer unreachable targets than uniform (0.15 and 0.16 of their draws against 0.31),
-PLR, which draws half its tasks new from the space, draws as many, but replays the frontier
-(0.10 of its draws against uniform's 0.04). It prints the measurement on a `RESULT` line.
+draw far fewer targets beyond 2.44 (out of reach in most directions) than uniform (0.15 and 0.16
+of their draws against 0.31); PLR, which draws half its tasks new from the space, draws as many,
+but replays the frontier (0.10 of its draws against uniform's 0.04). It prints the measurement on a `RESULT` line.
 """
 
 import importlib.util
@@ -48,6 +48,7 @@ def test_learning_samplers_beat_uniform_where_most_tasks_are_unreachable_or_triv
     uniform = s["uniform"]["final"]["mean"]
     for name in ("learning_progress", "alp_gmm", "plr"):
         assert s[name]["final"]["mean"] > uniform + 0.05, (name, s[name]["final"], s["uniform"]["final"])
+    far = {k: v["trained"]["unreachable"] + v["trained"]["partly"] for k, v in s.items()}  # beyond 2.44
     for name in ("learning_progress", "alp_gmm"):
-        assert s[name]["trained"]["unreachable"] < 0.7 * s["uniform"]["trained"]["unreachable"], (name, s[name]["trained"])
+        assert far[name] < 0.7 * far["uniform"], (name, s[name]["trained"])
     assert s["plr"]["trained"]["frontier"] > 1.5 * s["uniform"]["trained"]["frontier"], s["plr"]["trained"]
