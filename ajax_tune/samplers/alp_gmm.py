@@ -22,8 +22,8 @@ import math
 import numpy as np
 
 from ajax_tune.errors import ConfigError
-from ajax_tune.samplers import gmm
 from ajax_tune.samplers.base import TaskSampler, check_number
+from ajax_tune.samplers.gmm import Mixture, fit_best
 from ajax_tune.samplers.stats import EnvStats
 
 METRICS = ("success", "return")
@@ -101,7 +101,7 @@ class ALPGMM(TaskSampler):
         self.points = np.zeros((0, d))  # tasks scaled to [0, 1]
         self.competence = np.zeros(0)
         self.alp = np.zeros(0)
-        self.mixture: gmm.Mixture | None = None
+        self.mixture: Mixture | None = None
         self.random_drawn = math.nan
 
     # -- learning ------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class ALPGMM(TaskSampler):
         self.alp = np.concatenate([self.alp, alp])[-keep:]
         if len(self.points) >= self.bootstrap:
             window = np.concatenate([self.points, self.alp[:, None]], axis=1)[-self.fit_window :]
-            self.mixture = gmm.fit_best(window, self.max_components, self.rng)
+            self.mixture = fit_best(window, self.max_components, self.rng)
 
     # -- sampling ------------------------------------------------------------------------
 
@@ -201,7 +201,7 @@ class ALPGMM(TaskSampler):
         d = len(self.ranges)
         points = np.array(state["points"], np.float64).reshape(-1, d)
         self.points, self.competence, self.alp = points, np.array(state["competence"]), np.array(state["alp"])
-        self.mixture = None if state["mixture"] is None else gmm.Mixture.from_json(state["mixture"])
+        self.mixture = None if state["mixture"] is None else Mixture.from_json(state["mixture"])
         if self.mixture is not None and self.mixture.means.shape[1] != d + 1:
             raise ValueError(f"ALPGMM state is over {self.mixture.means.shape[1] - 1} ranges; this space has {d}")
         self.random_drawn = float(state["random_drawn"])
