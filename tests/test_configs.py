@@ -42,8 +42,13 @@ REDUCED = {
     ],
     "task_samplers_corridor.yaml": ["trial.train.num_seeds=2", "stop.training_iteration=2"],
     "population_pbt_cartpole.yaml": ["trial.train.timesteps_per_iteration=2048", "stop.training_iteration=2"],
+    "autocurricula_point_reach.yaml": [
+        "trial.train.seed=0",
+        "trial.train.timesteps_per_iteration=2048",
+        "stop.training_iteration=2",
+    ],
 }
-GRID_SIZES = {"quickstart.yaml": 2, "task_samplers_corridor.yaml": 3}  # trials per sample
+GRID_SIZES = {"quickstart.yaml": 2, "task_samplers_corridor.yaml": 3, "autocurricula_point_reach.yaml": 4}  # trials per sample
 
 
 def test_every_config_is_covered():

@@ -15,7 +15,7 @@ from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.samplers import make_sampler
 from ajax_tune.samplers.heldout import HeldOut
-from tests.support.helpers import corridor_config
+from tests.support.helpers import corridor_config, tiny_off_policy_config
 
 SPACE = {"length": [4, 32]}
 HELDOUT = {"space": SPACE, "num_tasks": 3, "seed": 0}
@@ -146,3 +146,61 @@ def test_a_bad_sampler_setting_in_a_search_space_stops_the_experiment_before_ray
         Experiment.from_dict({"name": "plr_search", "trial": trial, "stop": {"training_iteration": 2}})
     assert "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got 0.0" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "agent, env, space",
+    [
+        ("sac", {"name": "point_reach", "kwargs": {"max_episode_steps": 5}}, {"distance": [0.5, 2.0]}),
+        ("dqn", {"name": "corridor", "kwargs": {"max_length": 8, "max_episode_steps": 12}}, {"length": [2, 8]}),
+    ],
+)
+def test_off_policy_agents_score_plr_levels_by_their_td_errors(agent, env, space):
+    """SAC and DQN report each env's mean absolute TD error on its fresh transitions as the
+    learning signal; PLR scores the levels those envs ran by it."""
+    sampler = {"name": "plr", "kwargs": {"space": space, "buffer_size": 4, "seed": 1}}
+    runner = Runner(tiny_off_policy_config(agent, env=env, task_sampler=sampler))
+    runner.train()  # learning starts inside this call (tiny config: at 32 or 16 of its 32 steps)
+    stats = runner.curriculum.env_stats
+    signal = stats.per_env(stats.learning_signal)[0]
+    assert np.all(np.isfinite(signal)) and np.all(signal > 0)
+    plr = runner.curriculum.sampler
+    field = next(iter(space))
+    ran = stats.per_env(stats.tasks[field])[0]
+    expected = [signal[ran == level].mean() for level in plr.buffer[field]]  # envs that drew one level share it
+    assert plr.filled == len(np.unique(ran))
+    np.testing.assert_allclose(plr.scores, expected, rtol=1e-6)
+    runner.train()  # the buffer is not full (min_fill 4), so every env draws a level from the space again
+    stats = runner.curriculum.env_stats
+    levels = np.unique(np.concatenate([ran, stats.per_env(stats.tasks[field])[0]]))
+    assert runner.loop.compilations == 1 and plr.filled == min(4, len(levels))
+
+
+def test_alp_gmm_state_travels_with_checkpoints(tmp_path):
+    """ALP-GMM's history and mixture are restored exactly by its own trial and kept, under a
+    random stream of its own, by another; the tasks it moves to never recompile."""
+    sampler = {
+        "name": "alp_gmm",
+        "kwargs": {"space": {"distance": [0.2, 3.0], "radius": [0.05, 0.5]}, "fit_window": 16, "bootstrap": 16, "seed": 2},
+    }
+    config = corridor_config(
+        env={"name": "point_reach", "kwargs": {"max_episode_steps": 10}, "task": {}}, task_sampler=sampler, heldout=None
+    )
+    config["agent"] = {**config["agent"], "num_envs": 8}
+    runner = Runner(config, trial_id="a")
+    for _ in range(2):
+        runner.train()
+    assert runner.curriculum.sampler.mixture is not None  # 16 tasks known after two calls of 8 envs
+    runner.save(tmp_path / "ck")
+    saved = runner.curriculum.sampler.get_state()
+    result = runner.train()
+    again = Runner(config, trial_id="a")
+    again.restore(tmp_path / "ck")
+    assert again.curriculum.sampler.get_state() == saved
+    assert again.train()["sampler/alp_mean"] == result["sampler/alp_mean"]
+    assert again.curriculum.sampler.get_state() == runner.curriculum.sampler.get_state()
+    other = Runner(config, trial_id="b")
+    other.restore(tmp_path / "ck")
+    state = other.curriculum.sampler.get_state()
+    assert state["rng"] != saved["rng"] and state["mixture"] == saved["mixture"] and state["points"] == saved["points"]
+    assert runner.loop.compilations == 1 and result["perf/compilations"] == 1

@@ -9,7 +9,16 @@ import pytest
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.envs import make_env
 from ajax_tune.loop import CallStats
-from ajax_tune.samplers import LearningProgress, PrioritizedLevelReplay, TaskHistogram, TaskSpace, Uniform, make_sampler
+from ajax_tune.samplers import (
+    ALPGMM,
+    LearningProgress,
+    PrioritizedLevelReplay,
+    TaskHistogram,
+    TaskSpace,
+    Uniform,
+    gmm,
+    make_sampler,
+)
 from ajax_tune.samplers.heldout import HeldOut
 from ajax_tune.samplers.stats import EnvStats
 
@@ -297,6 +306,93 @@ def test_plr_state_continues_exactly_and_a_reseed_keeps_the_scores(corridor):
     draws_b = np.concatenate([b.sample(4)["length"] for _ in range(4)])
     draws_c = np.concatenate([c.sample(4)["length"] for _ in range(4)])
     assert not np.array_equal(draws_b, draws_c)
+
+
+# -- ALP-GMM -----------------------------------------------------------------------------------
+
+
+def test_gaussian_mixture_finds_two_clusters_and_aic_prefers_them():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.normal([0.2, 0.2], 0.03, (100, 2)), rng.normal([0.8, 0.6], 0.05, (60, 2))])
+    mixture = gmm.fit_best(x, 4, np.random.default_rng(1))
+    assert len(mixture.weights) == 2
+    order = np.argsort(mixture.means[:, 0])
+    np.testing.assert_allclose(mixture.means[order], [[0.2, 0.2], [0.8, 0.6]], atol=0.02)
+    np.testing.assert_allclose(mixture.weights[order], [100 / 160, 60 / 160], atol=0.01)
+    one, _ = gmm.fit(x[:100], 1, np.random.default_rng(2))  # one component: the sample mean and covariance
+    np.testing.assert_allclose(one.means[0], x[:100].mean(axis=0), atol=1e-9)
+    np.testing.assert_allclose(one.covs[0], np.cov(x[:100].T, bias=True) + gmm.REG * np.eye(2), atol=1e-9)
+
+
+def reach_call(distance, radius, episodes, success):
+    shape = (1, len(distance))
+    return call_stats(
+        {"distance": np.asarray(distance, np.float32).reshape(shape), "radius": np.asarray(radius, np.float32).reshape(shape)},
+        episodes=np.reshape(episodes, shape),
+        success=np.reshape(success, shape),
+    )
+
+
+def test_alp_gmm_progress_by_hand_and_draws_where_it_is(reach):
+    alp = ALPGMM({"distance": [0.05, 4.05], "radius": 0.1}, fit_window=8, bootstrap=4, random_share=0.25).bind(reach)
+    assert alp.mixture is None and alp.metrics()["sampler/components"] == 0.0
+    alp.update(reach_call([1.05, 4.05], [0.1, 0.1], [4, 2], [1, 0]))  # competences 0.25 and 0
+    np.testing.assert_allclose(alp.points[:, 0], [0.25, 1.0], atol=1e-6)
+    np.testing.assert_allclose(alp.alp, [0, 0])  # nothing earlier to compare with
+    assert alp.mixture is None  # 2 tasks known, bootstrap 4: still uniform
+    alp.update(reach_call([1.3, 3.8, 1.1, 3.9], [0.1] * 4, [4, 4, 2, 0], [4, 0, 1, 0]))
+    # nearest earlier tasks: 1.05 (0.25), 4.05 (0), 1.05 (0.25); the env without episodes is no point
+    np.testing.assert_allclose(alp.competence, [0.25, 0, 1.0, 0, 0.5])
+    np.testing.assert_allclose(alp.alp, [0, 0, 0.75, 0, 0.25])
+    assert alp.mixture is not None and alp.mixture.means.shape[1] == 2  # (distance, ALP)
+    drawn = alp.sample(2000)["distance"]
+    assert np.all((drawn >= 0.05) & (drawn <= 4.05)) and drawn.dtype == np.float32
+    near = np.mean(np.abs(drawn - 1.2) < 0.5)
+    assert near > 0.6, near  # most draws around distance 1-1.3, where the progress was
+    assert alp.metrics()["sampler/random_share"] == pytest.approx(0.25, abs=0.04)
+    np.testing.assert_array_equal(alp.sample(3)["radius"], np.full(3, 0.1, np.float32))
+
+
+def test_alp_gmm_state_continues_exactly_and_a_reseed_keeps_the_history(reach):
+    make = lambda seed: ALPGMM({"distance": [0.05, 5.0], "radius": [0.01, 2.0]}, fit_window=16, seed=seed).bind(reach)
+    a = make(0)
+    for i in range(4):
+        tasks = a.sample(8)
+        a.update(reach_call(tasks["distance"], tasks["radius"], np.ones(8), (tasks["distance"] < 1 + i).astype(float)))
+    assert a.mixture is not None
+    saved = json_round_trip(a.get_state())
+    b = make(7)
+    b.set_state(saved)
+    np.testing.assert_array_equal(a.sample(8)["distance"], b.sample(8)["distance"])
+    tasks = a.sample(8)
+    b.sample(8)
+    result = reach_call(tasks["distance"], tasks["radius"], np.ones(8), np.ones(8))
+    a.update(result)
+    b.update(result)
+    assert a.get_state() == b.get_state() and a.metrics() == b.metrics()
+    c, d = make(0), make(0)
+    c.set_state(saved)
+    d.set_state(saved)
+    c.reseed(99)  # a PBT exploit: the donor's history and mixture, a random stream of its own
+    np.testing.assert_array_equal(c.alp, saved["alp"])
+    np.testing.assert_array_equal(c.mixture.means, d.mixture.means)
+    assert not np.array_equal(c.sample(8)["distance"], d.sample(8)["distance"])
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"levels": [{"distance": 1.0}]}, "ALP-GMM fits a mixture over ranges of a space; for a list of levels use plr"),
+        ({"space": {"radius": {"values": [0.1, 0.2]}}}, "fits a mixture over ranges [low, high]; the sets ['radius']"),
+        ({"space": {"radius": 0.1}}, "fits a mixture over ranges [low, high]; the space has none"),
+        ({"space": {"radius": [0.1, 1]}, "random_share": 2}, "task_sampler (ALPGMM): random_share must be in [0, 1], got 2"),
+        ({"space": {"radius": [0.1, 1]}, "fit_window": 5000}, "history must be in [5000, inf), got 4096"),
+    ],
+)
+def test_bad_alp_gmm_configs_are_one_line_errors(reach, spec, message):
+    with pytest.raises(ConfigError) as info:
+        make_sampler({"name": "alp_gmm", "kwargs": spec}).bind(reach)
+    assert message in str(info.value) and "\n" not in str(info.value)
 
 
 # -- config ------------------------------------------------------------------------------------

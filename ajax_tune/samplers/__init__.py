@@ -1,6 +1,7 @@
 """Task samplers: curricula over distributions of tasks, learned on the host between calls.
 
-`Uniform` (domain randomisation), `LearningProgress` and `PrioritizedLevelReplay`, all
+`Uniform` (domain randomisation), `LearningProgress` (binned), `ALPGMM` (learning progress
+over a continuous space) and `PrioritizedLevelReplay`, all
 implementing `TaskSampler`. A trial config names one under `task_sampler`, by short name or
 import path:
 
@@ -17,6 +18,7 @@ from typing import Any
 from ajax_tune.errors import ConfigError
 from ajax_tune.fields import check_keys
 from ajax_tune.imports import Registry
+from ajax_tune.samplers.alp_gmm import ALPGMM
 from ajax_tune.samplers.base import TaskSampler
 from ajax_tune.samplers.learning_progress import LearningProgress
 from ajax_tune.samplers.plr import PrioritizedLevelReplay
@@ -24,10 +26,11 @@ from ajax_tune.samplers.space import TaskSpace
 from ajax_tune.samplers.stats import EnvStats, TaskHistogram
 from ajax_tune.samplers.uniform import Uniform
 
-SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "plr": PrioritizedLevelReplay}
+SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "alp_gmm": ALPGMM, "plr": PrioritizedLevelReplay}
 _REGISTRY = Registry("task_sampler", SAMPLERS, imports="module:Class", unknown="task_sampler: unknown sampler")
 
 __all__ = [
+    "ALPGMM",
     "SAMPLERS",
     "EnvStats",
     "LearningProgress",

@@ -158,9 +158,20 @@ class PrioritizedLevelReplay(TaskSampler):
             values = scores[(slots == slot) & ~np.isnan(scores)]
             if len(values):
                 self.scores[slot] = values.mean()
-        for env in np.nonzero((slots < 0) & ~np.isnan(scores))[0]:
+        new = np.nonzero((slots < 0) & ~np.isnan(scores))[0]
+        done = np.zeros(len(new), bool)
+        for i, env in enumerate(new):
+            if done[i]:
+                continue
             task = {k: v[env : env + 1] for k, v in self.pending_tasks.items()}
-            self._insert(task, scores[env])
+            # envs that drew the same new level (a small set, an integer range) score it together
+            same = np.ones(len(new), bool)
+            for k in self.space.fields:
+                flat = np.asarray(self.pending_tasks[k])[new].reshape(len(new), -1)
+                same &= np.all(flat == np.asarray(task[k]).reshape(1, -1), axis=1)
+            same &= ~done
+            done |= same
+            self._insert(task, float(scores[new[same]].mean()))
         self.pending_slots = np.zeros(0, np.int64)
 
     def _insert(self, task: dict[str, np.ndarray], score: float) -> None:
