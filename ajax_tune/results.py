@@ -62,6 +62,7 @@ def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[s
         *K.start_heldout_keys(loop.num_heldout),
         *K.prefixed(K.TASK_PREFIX, fields),
         *K.prefixed(K.NEXT_TASK_PREFIX, fields),
+        *(K.OFFLINE_KEYS if cfg.train.dataset else ()),
     }
     if parts.levels is not None:
         keys.add(K.LEVEL)

@@ -151,11 +151,13 @@ class Runner:
                 "perf/compilations": self.retired_compilations + self.loop.compilations,
             }
         )
+        if hasattr(self.loop, "counters"):  # offline: gradient updates, no env steps
+            result.update(self.loop.counters(self.state, elapsed))
         health = Health.of(out)
         diverged = health.diverged and self._on_nonfinite(result, health)
         self.curriculum.after_call(result, EnvStats.from_call(out.stats), diverged=diverged)
         horizon = max(m.train.total_timesteps for m in self.config.members)
-        result["done"] = result["env_steps"] >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
+        result["done"] = self.loop.timestep(self.state) >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
         return result
 
     def _summarize(self, out) -> dict[str, float]:
