@@ -223,7 +223,7 @@ def collect(
         k_act, k_env, k_reset = jax.random.split(key, 3)
         action = policy(state.obs, k_act)
         nxt = venv.step_each(state, action, jax.random.split(k_env, num_envs))
-        row = (state.obs, action, nxt.reward, nxt.terminated, nxt.truncated, nxt.obs)
+        row = (state.obs, action, nxt.reward, nxt.terminated, nxt.truncated, nxt.obs, nxt.episode.ret)
         return venv.reset_done_each(nxt, jax.random.split(k_reset, num_envs)), row
 
     @jax.jit
@@ -235,7 +235,9 @@ def collect(
     rows = jax.device_get(run(jax.random.PRNGKey(seed)))
     # [length, num_envs, ...] -> env-major rows, each env's trajectory contiguous, cut to `steps`
     arrays = [np.asarray(np.swapaxes(x, 0, 1).reshape(length * num_envs, *x.shape[2:]))[:steps] for x in rows]
-    obs, actions, rewards, terminations, truncations, next_obs = arrays
+    obs, actions, rewards, terminations, truncations, next_obs, episode_return = arrays
+    ended = terminations | truncations
+    returns = episode_return[ended]
     if isinstance(space, gymnasium.spaces.Discrete):
         actions = actions.astype(np.int32)
     config = env_config or {"name": env.name, "kwargs": {}}
@@ -247,11 +249,21 @@ def collect(
         truncations=truncations.astype(bool),
         next_observations=next_obs.astype(np.float32),
         env={**config, "id": env.name, "task": {k: np.asarray(v).tolist() for k, v in task.items()}},
-        source={"epsilon": float(epsilon), "seed": int(seed), "policy": "random" if agent is None else "agent", **(source or {})},
+        source={
+            "policy": "random" if agent is None else "agent",
+            "epsilon": float(epsilon),
+            "seed": int(seed),
+            "num_envs": num_envs,
+            "episodes": int(ended.sum()),  # finished within the dataset; their mean return below
+            "return_mean": float(returns.mean()) if returns.size else float("nan"),
+            **(source or {}),
+        },
     )
 
 
 def concatenate(parts: list[Dataset], source: dict | None = None) -> Dataset:
     """One dataset of the rows of `parts` (of one env), in order: a mixed dataset."""
+    if len({json.dumps(p.env, sort_keys=True, default=repr) for p in parts}) != 1:
+        raise DatasetError("datasets to concatenate must come from one env (name, kwargs and task)")
     arrays = {name: np.concatenate([getattr(p, name) for p in parts]) for name in FIELDS}
     return Dataset(**arrays, env=parts[0].env, source=source or {"parts": [p.source for p in parts]})

@@ -33,6 +33,9 @@ from ajax_tune.loop import LoopConfig, TrainLoop, TrainState, _flat_task
 
 __all__ = ["OfflineLoop"]
 
+#: Folded into a lane's key for its evaluations (gradient steps fold in their own index).
+EVAL_SALT = 0x0E7A
+
 
 class OfflineLoop(TrainLoop):
     def __init__(
@@ -137,19 +140,23 @@ class OfflineLoop(TrainLoop):
     def _offline_update(self, state: TrainState, data: ReplayTransition):
         iteration = state.iteration[0]  # every lane at the same update: the cadence is a real branch
         timestep_now = (iteration * self.steps_per_update).astype(jnp.float32)
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(state.key)
+        # The lane's key stays as it is: gradient steps and evaluations fold in their absolute
+        # index, so any cut of the run into blocks and calls draws the same numbers.
+        eval_keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_SALT), iteration * self.steps_per_update))(
+            state.key
+        )
 
         def learn(agent_state, key, horizon):
             return self.agent.learn_offline(agent_state, data, key, Clock(timestep_now, horizon), self.steps_per_update)
 
-        agent_state, metrics = jax.vmap(learn)(state.agent, keys[:, 1], state.horizon)
+        agent_state, metrics = jax.vmap(learn)(state.agent, state.key, state.horizon)
         health = jax.vmap(self.agent.health)(agent_state, metrics)
 
         timestep = (iteration + 1) * self.steps_per_update
         interval = self.config.eval_interval
         due = timestep // interval > (timestep - self.steps_per_update) // interval
         evaluation = jax.lax.cond(
-            due, lambda: self._evaluate_all(agent_state, state.eval_task, state.heldout, keys[:, 2]), self._no_evaluation
+            due, lambda: self._evaluate_all(agent_state, state.eval_task, state.heldout, eval_keys), self._no_evaluation
         )
         lanes = state.iteration.shape
         nan, zero = jnp.full(lanes, jnp.nan, jnp.float32), jnp.zeros(lanes, jnp.float32)
@@ -165,7 +172,7 @@ class OfflineLoop(TrainLoop):
             **metrics,
         }
         health = {k: v.astype(jnp.float32) for k, v in health.items()}
-        return state.replace(agent=agent_state, key=keys[:, 0], iteration=state.iteration + 1), (row, health)
+        return state.replace(agent=agent_state, iteration=state.iteration + 1), (row, health)
 
 
 def build_offline_loop(cfg, env: EpisodeWrapper, agent) -> OfflineLoop:

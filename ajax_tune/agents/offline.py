@@ -102,14 +102,18 @@ class OfflineAgent(AgentBase):
     # -- learning ------------------------------------------------------------------------
 
     def learn_offline(self, state, data: ReplayTransition, key: jax.Array, clock: Clock, steps: int):
-        """`steps` gradient steps on uniform batches of `data`; metrics averaged over them."""
+        """`steps` gradient steps on uniform batches of `data`; metrics averaged over them.
+
+        Gradient step `i` of the run draws from `fold_in(key, i)`, `key` being the lane's (it
+        never advances): the stream is the same however the steps are cut into blocks and calls,
+        so a run of calls of any sizes equals one long call."""
         size = data.reward.shape[0]
         state = state.replace(obs_norm=self.obs_norm.update(self.obs_norm.init(), data.obs))
         lr = scheduled(state.hp.lr, clock)
         normalize = lambda x: self.obs_norm(state.obs_norm, x)  # noqa: E731
 
-        def one(state, k):
-            k_rows, k_step = jax.random.split(k)
+        def one(state, _):
+            k_rows, k_step = jax.random.split(jax.random.fold_in(key, state.gradient_steps))
             rows = jax.random.randint(k_rows, (self.config.batch_size,), 0, size)
             batch = jax.tree.map(lambda x: jnp.take(x, rows, axis=0), data)
             batch = batch.replace(
@@ -118,7 +122,7 @@ class OfflineAgent(AgentBase):
             state, metrics = self.gradient_step(state, batch, k_step, lr)
             return state.replace(gradient_steps=state.gradient_steps + 1), metrics
 
-        state, metrics = jax.lax.scan(one, state, jax.random.split(key, steps))
+        state, metrics = jax.lax.scan(one, state, None, length=steps)
         return state, {**jax.tree.map(jnp.mean, metrics), "lr": lr}
 
     def gradient_step(self, state, batch: ReplayTransition, key, lr) -> tuple[Any, dict]:
