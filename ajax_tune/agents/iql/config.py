@@ -21,7 +21,10 @@ class IQLConfig(OfflineConfig):
         0.7, gt=0.0, lt=1.0, doc="the value's expectile of the critics' values (0.5: their mean; towards 1: their maximum)"
     )
     temperature: float = traced(
-        3.0, ge=0.0, doc="inverse temperature of advantage weighting (0: behaviour cloning; higher: greedier)"
+        0.3,
+        ge=0.0,
+        doc="inverse temperature of advantage weighting (0: behaviour cloning; higher: greedier; "
+        "the paper's 3.0 grew unstable on pendulum, docs/offline.md)",
     )
     max_weight: float = traced(100.0, gt=0.0, doc="the advantage weights are clipped to at most this")
     gamma: float = traced(0.99, ge=0.0, le=1.0, doc="discount factor")
