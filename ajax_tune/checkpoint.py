@@ -7,7 +7,8 @@ as curriculum state). The metadata is written last, so a directory without it is
 save; and because a checkpoint may be copied file by file in any order (Tune does so when it
 moves a checkpoint to storage), the metadata present is not enough: a checkpoint is complete
 only when every state file it lists is there with its size. Restoring checks all of this, and
-the metadata against the loop, before orbax reads a byte, and says what differs.
+the metadata against the loop, before orbax reads a byte, and says what differs. An offline
+run's metadata names its dataset by path and content hash (`check_dataset`), never its rows.
 """
 
 from __future__ import annotations
