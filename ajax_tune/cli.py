@@ -137,6 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--member", type=int, help="the member of a population to run (default: the best one the checkpoint recorded)"
     )
     evaluate.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    evaluate.add_argument(
+        "--video",
+        metavar="OUT.mp4",
+        help="also record episodes of the policy in the env's gymnasium twin (.mp4 or .gif; the `video` extra)",
+    )
+    evaluate.add_argument("--video-episodes", type=int, default=1, help="episodes in the video (default 1)")
     evaluate.set_defaults(handler=cmd_evaluate)
 
     collect = sub.add_parser(
@@ -369,6 +375,16 @@ def cmd_evaluate(args) -> int:
         raise UsageError(
             f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {args.member}"
         )
+    if args.video:
+        from ajax_tune.video import check_video_path
+
+        check_video_path(args.video)
+        if env_name not in GYMNASIUM_TWINS:
+            raise UsageError(
+                f"--video renders policies of {sorted(GYMNASIUM_TWINS)} (their gymnasium twins); this checkpoint is {env_name!r}"
+            )
+        if args.video_episodes < 1:
+            raise UsageError(f"--video-episodes must be >= 1, got {args.video_episodes}")
     if args.gymnasium:
         twin = GYMNASIUM_TWINS.get(env_name)
         if twin is None:
@@ -376,6 +392,8 @@ def cmd_evaluate(args) -> int:
         if task:
             raise UsageError("--gymnasium runs the reference env as it is: it takes no --task")
         _check_gymnasium_twin(args.gymnasium, config)
+
+    import numpy as np
 
     from ajax_tune.runner import Runner
 
@@ -422,6 +440,15 @@ def cmd_evaluate(args) -> int:
         }
         if runner.env.has_success:
             stats["success_rate"] = float(out["success"].mean())
+    if args.video:
+        from ajax_tune.video import record
+
+        twin = GYMNASIUM_TWINS[env_name]
+        with Progress(f"{twin}: recording {args.video}"):
+            video = record(runner.policy(args.member), twin, args.video, episodes=args.video_episodes, seed=args.seed)
+        stats.update(
+            {"video": video["video"], "video_frames": video["frames"], "video_return_mean": float(np.mean(video["returns"]))}
+        )
     if args.json:
         print(json.dumps(stats))
     else:

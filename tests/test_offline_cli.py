@@ -1,5 +1,5 @@
 """Offline from the command line: collect a dataset from a checkpoint, run an offline experiment
-on it through Tune, evaluate the result; and collect's one-line refusals."""
+on it through Tune, evaluate the result and record a video of it; and collect's one-line refusals."""
 
 import json
 import pathlib
@@ -10,6 +10,7 @@ import yaml
 from ajax_tune import datasets
 from ajax_tune.cli import main
 from ajax_tune.runner import Runner
+from tests.support.helpers import import_extra
 
 SAC_PENDULUM = {
     "env": {"name": "pendulum"},
@@ -85,6 +86,15 @@ def test_collect_then_run_then_evaluate(ray_session, sac_checkpoint, tmp_path, c
     assert metadata["extra"]["dataset"]["hash"] == datasets.read(data).content_hash()
     assert metadata["extra"]["result"]["gradient_steps"] == 64 and metadata["extra"]["result"]["env_steps"] == 0
 
-    assert main(["evaluate", checkpoint, "--episodes", "2", "--json"]) == 0
+    video = tmp_path / "policy.mp4"
+    assert main(["evaluate", checkpoint, "--episodes", "2", "--json", "--video", str(video)]) == 0
     stats = json.loads(capsys.readouterr().out)
     assert stats["env"] == "pendulum" and stats["seeds"] == 2 and stats["episodes"] == 2 and stats["length_mean"] == 200
+    # One episode of Pendulum-v1: the frame after the reset and one after each of its 200 steps.
+    imageio = import_extra("imageio.v2", "video")
+    with imageio.get_reader(video) as reader:
+        assert stats["video_frames"] == 201 and reader.count_frames() == 201
+        assert reader.get_data(0).shape == (500, 500, 3)
+
+    assert main(["evaluate", checkpoint, "--video", str(tmp_path / "policy.avi")]) == 2
+    assert "must end in one of ['.mp4', '.gif']" in capsys.readouterr().err
