@@ -146,7 +146,9 @@ def test_behaviour_cloning_takes_discrete_datasets_and_refuses_continuous_ones_f
 def test_the_dataset_is_one_argument_shared_by_every_lane(dataset_dir):
     """The compiled program's arguments: the state (per lane) and the dataset once, whatever the
     number of seeds. Measured: with 1 and 4 seeds, argument bytes minus state bytes equal the
-    dataset's bytes (256 rows: 7 KiB for the five arrays the agents read)."""
+    dataset's bytes (256 rows: 8,448 bytes for the five arrays the agents read). With 10,000 rows,
+    measured the same way: 330,000 bytes of dataset beside a state of 17,668 bytes (1 seed) or
+    141,344 (8 seeds)."""
     extra = {}
     for seeds in (1, 4):
         runner = Runner(offline_config(dataset_dir, num_seeds=seeds))
