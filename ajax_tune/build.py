@@ -77,6 +77,10 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     if callable(check_run):  # settings that only make sense against the run (a warm-up within each member's horizon)
         for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):
             check_run(train)
+    if cfg.train.dataset or getattr(agent, "offline", False):
+        from ajax_tune.offline_loop import build_offline_loop
+
+        return wrapped, build_offline_loop(cfg, wrapped, agent)
     return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=cfg.num_heldout, num_members=cfg.num_members)
 
 

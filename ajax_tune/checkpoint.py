@@ -7,7 +7,8 @@ as curriculum state). The metadata is written last, so a directory without it is
 save; and because a checkpoint may be copied file by file in any order (Tune does so when it
 moves a checkpoint to storage), the metadata present is not enough: a checkpoint is complete
 only when every state file it lists is there with its size. Restoring checks all of this, and
-the metadata against the loop, before orbax reads a byte, and says what differs.
+the metadata against the loop, before orbax reads a byte, and says what differs. An offline
+run's metadata names its dataset by path and content hash (`check_dataset`), never its rows.
 """
 
 from __future__ import annotations
@@ -267,3 +268,17 @@ def _orbax():
     import orbax.checkpoint as ocp
 
     return ocp
+
+
+def check_dataset(directory, metadata: dict, current: dict) -> None:
+    """An offline checkpoint learned from the dataset its metadata names by content hash: a
+    dataset that hashes otherwise now (changed since, or another one) is refused."""
+    saved = (metadata.get("extra") or {}).get("dataset")
+    if not saved:
+        raise CheckpointError(f"{directory} records no dataset: it was not written by an offline run")
+    if saved.get("hash") != current.get("hash"):
+        raise CheckpointError(
+            f"{directory} learned from dataset {saved.get('path') or '?'} with content hash {str(saved.get('hash'))[:12]}; "
+            f"the dataset {current.get('path') or '?'} hashes to {str(current.get('hash'))[:12]} now: it changed since the "
+            "checkpoint was written (use the dataset it learned from, or start a new run)"
+        )

@@ -1,4 +1,4 @@
-"""`ajax-tune`: run, resume, plot and evaluate experiments.
+"""`ajax-tune`: run, resume, plot and evaluate experiments, and collect datasets.
 
 Bad input (a config that does not validate, a missing file, a checkpoint that does not fit, a
 storage path that cannot hold results, a cluster that cannot be reached) is one line on stderr
@@ -137,7 +137,32 @@ def build_parser() -> argparse.ArgumentParser:
         "--member", type=int, help="the member of a population to run (default: the best one the checkpoint recorded)"
     )
     evaluate.add_argument("--json", action="store_true", help="print the statistics as JSON")
+    evaluate.add_argument(
+        "--video",
+        metavar="OUT.mp4",
+        help="also record episodes of the policy in the env's gymnasium twin (.mp4 or .gif; the `video` extra)",
+    )
+    evaluate.add_argument("--video-episodes", type=int, default=1, help="episodes in the video (default 1)")
     evaluate.set_defaults(handler=cmd_evaluate)
+
+    collect = sub.add_parser(
+        "collect",
+        help="write a dataset of transitions from a trained policy (or a random one)",
+        description="Run a checkpoint's deterministic policy (or, with --random, uniform actions) in its env and write "
+        "the transitions as a dataset for train.dataset (docs/offline.md).",
+    )
+    collect.add_argument("checkpoint", help="a checkpoint directory: its policy, env and task")
+    collect.add_argument("--steps", type=int, required=True, help="transitions to write")
+    collect.add_argument("--epsilon", type=float, default=0.0, help="probability of a uniform random action at each step")
+    collect.add_argument("--random", action="store_true", help="uniform random actions only (the checkpoint gives the env)")
+    collect.add_argument(
+        "--task", action="append", default=[], metavar="FIELD=VALUE", help="collect on this task field value; repeatable"
+    )
+    collect.add_argument("--num-envs", type=int, default=8, help="envs stepped in lock-step")
+    collect.add_argument("--seed", type=int, default=0)
+    collect.add_argument("--member", type=int, help="the member of a population whose policy acts (default: the best)")
+    collect.add_argument("--out", required=True, help="the dataset directory to write (must not hold a dataset yet)")
+    collect.set_defaults(handler=cmd_collect)
     return parser
 
 
@@ -354,6 +379,16 @@ def cmd_evaluate(args) -> int:
         raise UsageError(
             f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {args.member}"
         )
+    if args.video:
+        from ajax_tune.video import check_video_path
+
+        check_video_path(args.video)
+        if env_name not in GYMNASIUM_TWINS:
+            raise UsageError(
+                f"--video renders policies of {sorted(GYMNASIUM_TWINS)} (their gymnasium twins); this checkpoint is {env_name!r}"
+            )
+        if args.video_episodes < 1:
+            raise UsageError(f"--video-episodes must be >= 1, got {args.video_episodes}")
     if args.gymnasium:
         twin = GYMNASIUM_TWINS.get(env_name)
         if twin is None:
@@ -361,6 +396,8 @@ def cmd_evaluate(args) -> int:
         if task:
             raise UsageError("--gymnasium runs the reference env as it is: it takes no --task")
         _check_gymnasium_twin(args.gymnasium, config)
+
+    import numpy as np
 
     from ajax_tune.runner import Runner
 
@@ -407,11 +444,78 @@ def cmd_evaluate(args) -> int:
         }
         if runner.env.has_success:
             stats["success_rate"] = float(out["success"].mean())
+    if args.video:
+        from ajax_tune.video import record
+
+        twin = GYMNASIUM_TWINS[env_name]
+        with Progress(f"{twin}: recording {args.video}"):
+            video = record(runner.policy(args.member), twin, args.video, episodes=args.video_episodes, seed=args.seed)
+        stats.update(
+            {"video": video["video"], "video_frames": video["frames"], "video_return_mean": float(np.mean(video["returns"]))}
+        )
     if args.json:
         print(json.dumps(stats))
     else:
         for key, value in stats.items():
             print(f"{key:22s} {_fmt(value)}")
+    return 0
+
+
+# -- collect -------------------------------------------------------------------------------------
+
+
+def cmd_collect(args) -> int:
+    if args.steps < 1:
+        raise UsageError(f"--steps must be >= 1, got {args.steps}")
+    if not 0.0 <= args.epsilon <= 1.0:
+        raise UsageError(f"--epsilon must be in [0, 1], got {args.epsilon}")
+    if args.num_envs < 1:
+        raise UsageError(f"--num-envs must be >= 1, got {args.num_envs}")
+    from ajax_tune import datasets
+
+    out = pathlib.Path(args.out)
+    if (out / datasets.META_FILE).exists() or (out / datasets.DATA_FILE).exists():
+        raise UsageError(f"--out {out} already holds a dataset; choose another directory")
+    task = _parse_assignments(args.task, "--task")
+    from ajax_tune.checkpoint import find_complete, read_metadata
+
+    checkpoint, note = find_complete(args.checkpoint)
+    if note:
+        print(note, file=sys.stderr)
+    config = read_metadata(checkpoint).get("extra", {}).get("config")
+    if config is None:
+        raise CheckpointError(f"{checkpoint} does not record its config; it was not written by ajax_tune's Runner")
+
+    import jax
+
+    from ajax_tune.runner import Runner
+
+    with Progress("restoring the checkpoint", command="collect"):
+        runner = Runner.from_checkpoint(checkpoint)
+    lane = runner.member_lanes(args.member).start
+    task = runner.env.validate_task(task, current=runner.get_task())
+    with Progress(f"{args.steps} steps", command="collect"):
+        dataset = datasets.collect(
+            runner.env,
+            args.steps,
+            agent=None if args.random else runner.loop.agent,
+            agent_state=jax.tree.map(lambda x: x[lane], runner.state.agent),
+            epsilon=1.0 if args.random else args.epsilon,
+            task=task,
+            seed=args.seed,
+            num_envs=args.num_envs,
+            env_config={"name": config["env"]["name"], "kwargs": config["env"].get("kwargs", {})},
+            source={"checkpoint": str(pathlib.Path(checkpoint).absolute())},
+        )
+    dataset.save(out)
+    for key, value in (
+        ("dataset", str(out)),
+        ("rows", dataset.size),
+        ("episodes", dataset.source["episodes"]),
+        ("episode_return_mean", dataset.source["return_mean"]),
+        ("content_hash", dataset.content_hash()[:16]),
+    ):
+        print(f"{key:22s} {_fmt(value)}")
     return 0
 
 

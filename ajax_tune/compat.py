@@ -252,3 +252,11 @@ def skip_used_checkpoint_dirs(trainable: Any) -> None:
         raise _gone("StorageContext.current_checkpoint_index", "ray")
     if used and storage.current_checkpoint_index < max(used):
         storage.current_checkpoint_index = max(used)
+
+
+def original_working_dir() -> str:
+    """Where the run started: Ray Tune moves each trial process into its own directory and names
+    the one it came from in `TUNE_ORIG_WORKING_DIR`; outside Tune, the working directory."""
+    import os
+
+    return os.environ.get("TUNE_ORIG_WORKING_DIR") or os.getcwd()

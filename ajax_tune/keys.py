@@ -22,6 +22,10 @@ RUNNER_KEYS = (
     "done",
 )
 
+#: What an offline run (`train.dataset`) adds: its progress in gradient updates (its `env_steps`
+#: stay 0: it steps no env to train).
+OFFLINE_KEYS = ("gradient_steps", "perf/gradient_steps_per_s")
+
 #: What Ray Tune adds to every result of a class trainable that reports `timesteps_this_iter`
 #: (named here so the core can check a stop condition on them without importing Ray).
 TUNE_KEYS = (

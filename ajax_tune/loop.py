@@ -62,6 +62,11 @@ class LoopConfig:
         choices=RESET_MODES,
         doc="when a finished env starts its next episode: on the very next step, or frozen (masked) until the next unroll starts",
     )
+    dataset: str = static(
+        "",
+        doc="a dataset directory (docs/offline.md): train on it alone with an offline agent; "
+        "timesteps then count gradient updates, not env steps",
+    )
     seed: int = init_only(0, ge=0, doc="the random seed of the run; its seeds are splits of it")
     on_nonfinite: str = init_only(
         "stop",

@@ -61,6 +61,7 @@ def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[s
         *K.START_KEYS,
         *K.start_heldout_keys(loop.num_heldout),
         *curriculum_keys(parts),
+        *(K.OFFLINE_KEYS if cfg.train.dataset else ()),
     }
     return frozenset(keys)
 

@@ -181,6 +181,8 @@ class Runner:
             "perf/env_steps_per_s": budget * self.loop.num_lanes / elapsed,
             "perf/compilations": self.retired_compilations + self.loop.compilations,
         }
+        if hasattr(self.loop, "counters"):  # offline: gradient updates, no env steps
+            around.update(self.loop.counters(self.state, elapsed))
         for member_result in results:
             member_result.update(around)
         if pop is None:
@@ -205,7 +207,7 @@ class Runner:
         if self.pbt is not None:
             self._exploit(result, results)
         horizon = max(m.train.total_timesteps for m in self.members)
-        result["done"] = result["env_steps"] >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
+        result["done"] = self.loop.timestep(self.state) >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
         return result
 
     def _exploit(self, result: dict, results: list[dict]) -> None:

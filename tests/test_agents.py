@@ -21,12 +21,23 @@ from ajax_tune.envs.wrappers import VecEnv
 from ajax_tune.fields import field_kind
 from ajax_tune.schedules import Schedule
 
-ENVS = {"ppo": "cartpole", "sac": "pendulum", "dqn": "cartpole", "td3": "pendulum"}
+ENVS = {
+    "ppo": "cartpole",
+    "sac": "pendulum",
+    "dqn": "cartpole",
+    "td3": "pendulum",
+    "td3bc": "pendulum",
+    "iql": "pendulum",
+    "bc": "cartpole",
+}
 SMALL = {
     "ppo": dict(num_envs=2, unroll_length=8, num_minibatches=2, hidden_sizes=(8,)),
     "sac": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,)),
     "dqn": dict(num_envs=2, unroll_length=4, utd_ratio=0.5, batch_size=8, capacity=64, hidden_sizes=(8,)),
     "td3": dict(num_envs=2, unroll_length=4, batch_size=8, capacity=64, hidden_sizes=(8,)),
+    "td3bc": dict(batch_size=8, hidden_sizes=(8,)),
+    "iql": dict(batch_size=8, hidden_sizes=(8,)),
+    "bc": dict(batch_size=8, hidden_sizes=(8,)),
 }
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "agents.md"
 
@@ -53,10 +64,33 @@ def traced_update(agent, env, timestep):
     return jax.eval_shape(one_update, jax.random.PRNGKey(0))
 
 
+def traced_offline_update(agent, env):
+    """The shapes of one offline agent's `learn_offline` outputs on a dataset of 16 rows."""
+    from ajax_tune.agents.offpolicy import ReplayTransition
+
+    action = jax.ShapeDtypeStruct((16, *env.action_space.shape), jnp.float32 if agent.continuous else jnp.int32)
+    obs = jax.ShapeDtypeStruct((16, *env.observation_space.shape), jnp.float32)
+    data = ReplayTransition(
+        obs=obs,
+        action=action,
+        reward=jax.ShapeDtypeStruct((16,), jnp.float32),
+        terminated=jax.ShapeDtypeStruct((16,), jnp.bool_),
+        next_obs=obs,
+    )
+    clock = Clock(timestep=jnp.float32(0), horizon=jnp.float32(10_000))
+    return jax.eval_shape(
+        lambda key, data: agent.learn_offline(agent.init(key), data, key, clock, 2), jax.random.PRNGKey(0), data
+    )
+
+
 @pytest.mark.parametrize("name", sorted(AGENTS))
 def test_metric_keys_are_exactly_what_an_update_reports(name):
     agent, env = build(name)
     assert len(set(agent.metric_keys)) == len(agent.metric_keys)
+    if getattr(agent, "offline", False):  # it learns from a dataset: no unroll, no per-env signal
+        _, metrics = traced_offline_update(agent, env)
+        assert sorted(metrics) == sorted(agent.metric_keys) and all(m.shape == () for m in metrics.values()), name
+        return
     for timestep in (0, 5_000):  # off-policy agents: before and after learning starts
         _, metrics, signal = traced_update(agent, env, timestep)
         assert sorted(metrics) == sorted(agent.metric_keys), name

@@ -1,6 +1,8 @@
 """Every shipped config validates, and runs end to end through the CLI in a reduced size."""
 
+import os
 import pathlib
+import tempfile
 
 import pandas as pd
 import pytest
@@ -9,6 +11,10 @@ from ajax_tune.cli import main
 from ajax_tune.experiment import Experiment
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
+# The offline config reads a dataset that `ajax-tune collect` writes first (relative to where the
+# run starts); its tests give it one of random pendulum rows, there and at an absolute path for Tune.
+OFFLINE = "offline_td3bc_pendulum.yaml"
+OFFLINE_DATASET = pathlib.Path(tempfile.gettempdir()) / f"ajax_tune_configs_{os.getpid()}" / "pendulum"
 
 # Small budgets and few iterations; shapes stay as shipped unless a config is costly to compile.
 REDUCED = {
@@ -47,8 +53,28 @@ REDUCED = {
         "trial.train.timesteps_per_iteration=2048",
         "stop.training_iteration=2",
     ],
+    OFFLINE: [
+        f"trial.train.dataset={OFFLINE_DATASET}",
+        "trial.train.timesteps_per_iteration=200",
+        "trial.train.eval_episodes=2",
+        "tune.num_samples=2",
+        "stop.training_iteration=2",
+    ],
 }
 GRID_SIZES = {"quickstart.yaml": 2, "task_samplers_corridor.yaml": 3, "autocurricula_point_reach.yaml": 4}  # trials per sample
+
+
+@pytest.fixture(autouse=True)
+def _offline_dataset(request, tmp_path, monkeypatch):
+    if OFFLINE not in request.node.name:
+        return
+    from ajax_tune import datasets
+    from ajax_tune.envs import EpisodeWrapper, make_env
+
+    rows = datasets.collect(EpisodeWrapper(make_env("pendulum")), 400, env_config={"name": "pendulum", "kwargs": {}})
+    rows.save(OFFLINE_DATASET)
+    monkeypatch.chdir(tmp_path)
+    rows.save(tmp_path / "results" / "datasets" / "pendulum_sac")  # where the shipped config reads it
 
 
 def test_every_config_is_covered():
@@ -81,5 +107,6 @@ def test_config_runs_reduced(name, ray_session, tmp_path, capsys):
     for trial in trials:
         df = pd.read_csv(trial / "progress.csv")
         assert len(df) >= 1
-        assert df["env_steps"].iloc[-1] == len(df) * df["timesteps_this_iter"].iloc[0]
+        progress = df["gradient_steps"] if "gradient_steps" in df else df["env_steps"]  # an offline trial's are updates
+        assert progress.iloc[-1] == len(df) * df["timesteps_this_iter"].iloc[0]
         assert df["perf/compilations"].max() == 1

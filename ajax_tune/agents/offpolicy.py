@@ -12,12 +12,17 @@ to the exploiting trial with the parameters.
 An agent on this base supplies its config (on `OffPolicyConfig`), its networks, `init` (with
 `initial_fields`), `act`, `learn` and `learn_keys` (the names of what `learn` reports), and
 `stored_action` where it replays another action than the env's.
+
+Loss terms: an actor objective may carry extra terms (`LossTerm`: TD3+BC's behaviour cloning is
+one), each a function of the batch and the policy's actions and values (`ActorTermInputs`) and
+of the traced settings, added by `add_terms` and reported as `loss/<name>`. A term is a small
+object, not a copy of the agent that uses it, so any actor objective on this base can take one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium
 import jax
@@ -90,6 +95,32 @@ class OffPolicyState:
     timestep: jax.Array  # float32 env steps per seed before the next unroll: acting reads it (warm-up, exploration)
     horizon: jax.Array  # float32 total_timesteps, as the last update saw it
     hp: Any  # traced hyperparameters
+
+
+@struct.dataclass
+class ActorTermInputs:
+    """What an actor-loss term may read: the batch (normalised observations, the actions it
+    holds, in the policy's units) and the policy's actions there with the critic's values of them."""
+
+    obs: jax.Array  # [batch, *obs]
+    data_action: jax.Array  # [batch, action_dim]
+    policy_action: jax.Array  # [batch, action_dim], differentiable in the actor's parameters
+    q: jax.Array  # [batch]: the (first) critic's value of the policy's action
+
+
+class LossTerm(Protocol):
+    """One term added to an actor objective; traced settings come from `hp`, so Tune may change
+    its weight without recompiling."""
+
+    name: str  # reported as loss/<name>
+
+    def __call__(self, inputs: ActorTermInputs, hp: Any) -> jax.Array: ...
+
+
+def add_terms(base: jax.Array, terms: tuple[LossTerm, ...], inputs: ActorTermInputs, hp: Any) -> tuple[jax.Array, dict]:
+    """`base` plus every term's value, and the values by `loss/<name>` (no term: `base` as it is)."""
+    values = {f"loss/{term.name}": term(inputs, hp) for term in terms}
+    return (base + sum(values.values())) if values else base, values
 
 
 def check_bounded_box(agent: str, action_space) -> None:

@@ -1,5 +1,5 @@
 """TD3's objectives (Fujimoto et al.): a smoothed, clipped double-Q target for the twin critics,
-and a deterministic policy that climbs the first critic."""
+and a deterministic policy that climbs the first critic (`learner.TD3Learner`)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,3 @@ def td3_target(batch, target_q, gamma):
     bootstrap from the real final observation it stored)."""
     not_terminal = 1.0 - batch.terminated.astype(jnp.float32)
     return jax.lax.stop_gradient(batch.reward + gamma * not_terminal * jnp.min(target_q, axis=0))
-
-
-def actor_loss(actor_params, critic_params, policy_fn, critic_fn, obs):
-    action = jnp.tanh(policy_fn(actor_params, obs))
-    return -jnp.mean(critic_fn(critic_params, obs, action)[0])
