@@ -50,6 +50,14 @@ class PPO(AgentBase):
     reset_modes = ("next_step", "unroll_start")
     metric_keys = ("loss/policy", "loss/value", "loss/entropy", "loss/approx_kl", "loss/clip_fraction", "grad_norm", "lr")
 
+    def __new__(cls, config: PPOConfig | None = None, *args, **kwargs):
+        # One agent name, two forms: a config with `recurrent` set builds the recurrent one.
+        if cls is PPO and getattr(config, "recurrent", None) is not None:
+            from ajax_tune.agents.ppo.recurrent import RecurrentPPO
+
+            cls = RecurrentPPO
+        return super().__new__(cls)
+
     def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
         super().__init__(config)
         self.obs_shape = tuple(observation_space.shape)
