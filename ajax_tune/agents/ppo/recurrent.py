@@ -46,7 +46,7 @@ def _where_fresh(fresh, new, carry):
     return jax.tree.map(lambda n, c: jnp.where(fresh[:, None], n, c), new, carry)
 
 
-class RecurrentPPO(PPO):
+class RecurrentPPO(PPO, form="recurrent"):
     """`agent: {name: ppo, recurrent: {cell: gru, size: 128}}` builds this (see `PPO.__new__`)."""
 
     def __init__(self, config: PPOConfig, observation_space, action_space):
