@@ -415,6 +415,7 @@ def cmd_evaluate(args) -> int:
                 episodes=args.episodes,
                 seed=args.seed,
                 on_episode=progress.update,
+                wrap=_gymnasium_wrapper(runner.env),
             )
         stats = {
             "env": args.gymnasium,
@@ -582,6 +583,9 @@ def _check_gymnasium_twin(env_id: str, config: dict) -> None:
 
     ours = make_env(config["env"]["name"], **config["env"].get("kwargs", {}))
     theirs = gymnasium.make(env_id)
+    wrap = _gymnasium_wrapper(ours)
+    if wrap is not None:  # observed as ours is (cartpole with hidden velocities)
+        theirs = wrap(theirs)
     try:
         pairs = (
             ("observation", ours.observation_space, theirs.observation_space),
@@ -597,6 +601,12 @@ def _check_gymnasium_twin(env_id: str, config: dict) -> None:
                 )
     finally:
         theirs.close()
+
+
+def _gymnasium_wrapper(env):
+    """What an env asks of its gymnasium twin to observe as it does (None: nothing)."""
+    make = getattr(env, "gymnasium_wrapper", None)
+    return make() if callable(make) else None
 
 
 def _space(space) -> str:

@@ -99,6 +99,11 @@ class Config:
             raise ConfigError(f"agent must be a mapping, got {agent_values!r}")
         agent_name = agent_values.pop("name", "ppo")
         _, agent_config = resolve_agent(agent_name)
+        if "recurrent" in agent_values and "recurrent" not in {f.name for f in dataclasses.fields(agent_config)}:
+            raise ConfigError(
+                f"agent.recurrent: agent {agent_name!r} has no recurrent form; "
+                "the recurrent agent is {name: ppo, recurrent: {cell: gru | lstm, size: 128}}"
+            )
         agent = parse_section(agent_config, agent_values, "agent")
         callbacks = config.get("callbacks") or ()
         if not isinstance(callbacks, (list, tuple)):

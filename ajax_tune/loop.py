@@ -12,6 +12,9 @@ outside the vmap over lanes: every lane is at the same iteration, so the evaluat
 an agent's own conditions on the clock) stay real branches instead of running every update.
 Each lane has its own traced settings (in the agent's state) and its own horizon, so members of a
 population differ only in the values of arrays the one program reads.
+A recurrent agent's carry (one per env) lives beside the env state: a fresh one starts exactly
+where an env starts an episode, and the carries an unroll began with reach the agent's update.
+A feed-forward agent's state has no carry (None), so its program is what it was without this.
 Nothing here knows about Ray.
 """
 
@@ -27,7 +30,7 @@ import numpy as np
 from flax import struct
 
 from ajax_tune import checkpoint, compat
-from ajax_tune.agents.base import Clock
+from ajax_tune.agents.base import Carries, Clock, is_recurrent, reset_carry
 from ajax_tune.call_output import CallOutput, CallStats
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
@@ -96,6 +99,7 @@ class TrainState:
     eval_task: Task  # the task evaluations run on
     heldout: Task  # [num_heldout] fixed tasks evaluated beside it
     horizon: jax.Array  # float32 total_timesteps (of the lane's member)
+    carry: Any = None  # a recurrent agent's carries, [num_envs] per seed; None for a feed-forward agent
 
 
 class TrainLoop:
@@ -113,6 +117,7 @@ class TrainLoop:
                 f"it learns from {list(agent.reset_modes)}"
             )
         self.venv = VecEnv(self.env, agent.num_envs)
+        self.recurrent = is_recurrent(agent)
         self.steps_per_update = agent.num_envs * agent.unroll_length
         budget = config.timesteps_per_iteration
         if budget % self.steps_per_update:
@@ -211,6 +216,7 @@ class TrainLoop:
             eval_task=task,
             heldout=heldout,
             horizon=jnp.asarray(self.config.total_timesteps, jnp.float32),
+            carry=self.agent.init_carry(self.venv.num_envs) if self.recurrent else None,
         )
         # Weak types (from Python scalars) would not survive a checkpoint, and a restored state
         # would then retrace; make every leaf strongly typed.
@@ -375,9 +381,11 @@ class TrainLoop:
         iteration = state.iteration[0]
         timestep_now = (iteration * self.steps_per_update).astype(jnp.float32)
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
-        agent_state, env_state, row, health, stats = jax.vmap(
-            lambda agent, env, key, stats, horizon: self._learn(agent, env, key, stats, Clock(timestep_now, horizon))
-        )(state.agent, state.env, keys[:, 1], stats, state.horizon)
+        agent_state, env_state, carry, row, health, stats = jax.vmap(
+            lambda agent, env, carry, key, stats, horizon: self._learn(
+                agent, env, carry, key, stats, Clock(timestep_now, horizon)
+            )
+        )(state.agent, state.env, state.carry, keys[:, 1], stats, state.horizon)
 
         timestep = (iteration + 1) * self.steps_per_update
         interval = self.config.eval_interval
@@ -395,18 +403,31 @@ class TrainLoop:
         new_state = state.replace(
             agent=agent_state,
             env=env_state,
+            carry=carry,
             key=keys[:, 0],
             iteration=state.iteration + 1,
             useful_steps=state.useful_steps + row["train/useful_steps"].astype(jnp.int32),
         )
         return (new_state, stats), (row, health)
 
-    def _learn(self, agent_state, env_state: EnvState, key, stats: CallStats, clock: Clock):
-        """One seed: restart finished envs, collect an unroll, let the agent learn from it."""
+    def _learn(self, agent_state, env_state: EnvState, carry, key, stats: CallStats, clock: Clock):
+        """One seed: restart finished envs (and their carries), collect an unroll, let the agent
+        learn from it."""
         k_reset, k_roll, k_update = jax.random.split(key, 3)
+        if self.recurrent:
+            fresh = env_state.episode.done  # what reset_done restarts
+            carry = reset_carry(self.agent, carry, fresh)
         env_state = self.venv.reset_done(env_state, k_reset)
-        env_state, transitions, episodes = self._collect(agent_state, env_state, k_roll)
-        agent_state, metrics, signal = self.agent.update(agent_state, transitions, k_update, clock)
+        if self.recurrent:
+            start = carry
+            env_state, carry, resets, transitions, episodes = self._collect_recurrent(
+                agent_state, env_state, carry, fresh, k_roll
+            )
+            carries = Carries(start=start, reset=resets)
+            agent_state, metrics, signal = self.agent.update(agent_state, transitions, k_update, clock, carries=carries)
+        else:
+            env_state, transitions, episodes = self._collect(agent_state, env_state, k_roll)
+            agent_state, metrics, signal = self.agent.update(agent_state, transitions, k_update, clock)
         health = self.agent.health(agent_state, metrics)
         defined = ~jnp.isnan(signal)
         stats = stats.replace(
@@ -427,42 +448,75 @@ class TrainLoop:
             **metrics,
         }
         health = {k: v.astype(jnp.float32) for k, v in health.items()}
-        return agent_state, env_state, row, health, stats
+        return agent_state, env_state, carry, row, health, stats
 
     def _collect(self, agent_state, env_state: EnvState, key):
         """`unroll_length` lock-step steps of every env; per-env episode sums of the unroll."""
         next_step = self.config.reset_mode == "next_step"
-        has_success = self.env.has_success
 
         def step(env_state, keys):
             k_act, k_env, k_reset = keys
             action, extras = self.agent.act(agent_state, env_state.obs, k_act)
             nxt = self.venv.step_each(env_state, action, k_env)
-            transition = self.agent.transition(env_state.obs, action, extras, nxt)
-            ended = (nxt.terminated | nxt.truncated).astype(jnp.float32)
-            success = nxt.info["success"].astype(jnp.float32) if has_success else jnp.zeros_like(ended)
-            out = (
-                transition,
-                ended,
-                nxt.episode.ret,
-                nxt.episode.step.astype(jnp.float32),
-                success,
-                (~nxt.episode.post_done).astype(jnp.float32),
-            )
+            out = self._step_out(env_state, action, extras, nxt)
             if next_step:  # the next episode starts now; the transition kept the real final obs
                 nxt = self.venv.reset_done_each(nxt, k_reset)
             return nxt, out
 
+        env_state, outs = jax.lax.scan(step, env_state, self._unroll_keys(key))
+        transitions, episodes = self._episode_sums(*outs)
+        return env_state, transitions, episodes
+
+    def _collect_recurrent(self, agent_state, env_state: EnvState, carry, fresh, key):
+        """`_collect` for an agent with a carry: each env's carry goes into `act` and the next
+        one comes out; where the env starts a new episode mid-unroll, so does its carry. Also
+        returns, per step, whether the carry acted on was fresh (`fresh` for the first step)."""
+        next_step = self.config.reset_mode == "next_step"
+
+        def step(loop_carry, keys):
+            env_state, carry, fresh = loop_carry
+            k_act, k_env, k_reset = keys
+            action, extras, carry = self.agent.act(agent_state, env_state.obs, k_act, carry=carry)
+            nxt = self.venv.step_each(env_state, action, k_env)
+            out = (fresh, self._step_out(env_state, action, extras, nxt))
+            restarted = jnp.zeros_like(fresh)
+            if next_step:
+                restarted = nxt.episode.done
+                carry = reset_carry(self.agent, carry, restarted)
+                nxt = self.venv.reset_done_each(nxt, k_reset)
+            return (nxt, carry, restarted), out
+
+        (env_state, carry, _), (resets, outs) = jax.lax.scan(step, (env_state, carry, fresh), self._unroll_keys(key))
+        transitions, episodes = self._episode_sums(*outs)
+        return env_state, carry, resets, transitions, episodes
+
+    def _step_out(self, env_state: EnvState, action, extras, nxt: EnvState):
+        """What one step of an unroll keeps: the agent's transition and episode bookkeeping."""
+        transition = self.agent.transition(env_state.obs, action, extras, nxt)
+        ended = (nxt.terminated | nxt.truncated).astype(jnp.float32)
+        success = nxt.info["success"].astype(jnp.float32) if self.env.has_success else jnp.zeros_like(ended)
+        return (
+            transition,
+            ended,
+            nxt.episode.ret,
+            nxt.episode.step.astype(jnp.float32),
+            success,
+            (~nxt.episode.post_done).astype(jnp.float32),
+        )
+
+    def _unroll_keys(self, key):
         # Every step's keys in three batched draws: splitting inside the step would cost the
         # rollout a few small sequential programs per step.
         length, num_envs = self.agent.unroll_length, self.venv.num_envs
         k_act, k_env, k_reset = jax.random.split(key, 3)
-        keys = (
+        return (
             jax.random.split(k_act, length),
             jax.random.split(k_env, (length, num_envs)),
             jax.random.split(k_reset, (length, num_envs)),
         )
-        env_state, (transitions, ended, ret, length, success, valid) = jax.lax.scan(step, env_state, keys)
+
+    @staticmethod
+    def _episode_sums(transitions, ended, ret, length, success, valid):
         episodes = {
             "count": jnp.sum(ended, axis=0),
             "return_sum": jnp.sum(ret * ended, axis=0),
@@ -470,7 +524,7 @@ class TrainLoop:
             "success_sum": jnp.sum(success * ended, axis=0),
             "steps": jnp.sum(valid, axis=0),
         }
-        return env_state, transitions, episodes
+        return transitions, episodes
 
     def _evaluate_all(self, agent_state, eval_task, heldout, keys) -> dict[str, jax.Array]:
         out = jax.vmap(self._evaluate)(agent_state, eval_task, keys)

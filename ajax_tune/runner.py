@@ -36,7 +36,7 @@ from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.errors import TaskError
-from ajax_tune.evaluation import Health, make_evaluate
+from ajax_tune.evaluation import Health, HostPolicy, make_evaluate
 from ajax_tune.fields import ConfigError
 from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
 from ajax_tune.results import check_metric, keys_of, member_keys_of, member_own_keys
@@ -384,10 +384,9 @@ class Runner:
         out = jax.device_get(self._evaluators[episodes](agent_state, task_to_jax(task), jax.random.PRNGKey(seed)))
         return {"task": {k: v.tolist() for k, v in task.items()}, **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
 
-    def policy(self, member: int | None = None):
+    def policy(self, member: int | None = None) -> HostPolicy:
         """A numpy policy `obs -> action` of seed 0 of `member` (default: the best),
-        deterministic, for use outside JAX."""
+        deterministic, for use outside JAX; call its `reset()` when an episode starts (a
+        recurrent agent's policy keeps its carry between calls)."""
         lane = self.member_lanes(member).start
-        agent, agent_state = self.loop.agent, jax.tree.map(lambda x: x[lane], self.state.agent)
-        act = jax.jit(lambda obs: agent.act(agent_state, obs, jax.random.PRNGKey(0), deterministic=True)[0])
-        return lambda obs: np.asarray(act(np.asarray(obs, np.float32)))
+        return HostPolicy(self.loop.agent, jax.tree.map(lambda x: x[lane], self.state.agent))

@@ -7,6 +7,12 @@ their own state and sample from that (`offpolicy.py` holds what they share).
 
 `Agent` is the contract, for an agent of one's own too; `AgentBase` is what the built-in agents
 share on top of it (traced settings in `state.hp`, hence one `with_hparams`).
+
+A recurrent agent adds `init_carry` (see `Recurrent`): the loop then keeps one carry per env
+beside the env state, hands it to `act` and takes the next one back, starts a fresh carry
+exactly where an env starts a new episode, and gives `update` the carries the unroll began
+with and where it restarted them, so the update can replay the unroll. An agent without
+`init_carry` is called exactly as before and its program holds nothing of this.
 """
 
 from __future__ import annotations
@@ -15,10 +21,19 @@ from typing import Any, Protocol
 
 import gymnasium
 import jax
+import jax.numpy as jnp
 from flax import struct
 
 from ajax_tune.agents.hparams import replace_hparams
 from ajax_tune.envs.base import EnvState
+
+
+@struct.dataclass
+class Carries:
+    """What a recurrent agent's update needs to replay an unroll step by step."""
+
+    start: Any  # the carry each env acted with at the unroll's first step, leading axis [num_envs]
+    reset: jax.Array  # [unroll_length, num_envs] bool: the loop started a fresh carry before this step
 
 
 @struct.dataclass
@@ -78,6 +93,35 @@ class Agent(Protocol):
 
     # Optional: `check_run(train_config)` raises ConfigError for settings that only make sense
     # against the run (the Runner calls it before building the loop).
+
+
+class Recurrent(Agent, Protocol):
+    """An agent with memory: what it declares on top of `Agent`, and how the loop then calls it."""
+
+    def init_carry(self, num_envs: int) -> Any:
+        """A fresh carry for `num_envs` envs (a pytree with that leading axis): what an env's
+        first step of an episode is acted on with."""
+
+    def act(
+        self, state: Any, obs: jax.Array, key: jax.Array, deterministic: bool = False, *, carry: Any
+    ) -> tuple[jax.Array, dict, Any]:
+        """As `Agent.act`, with the envs' carries in and the next ones out."""
+
+    def update(
+        self, state: Any, transitions: Any, key: jax.Array, clock: Clock, *, carries: Carries
+    ) -> tuple[Any, dict, jax.Array]:
+        """As `Agent.update`, with what it takes to replay the unroll (`Carries`)."""
+
+
+def is_recurrent(agent: Any) -> bool:
+    """Whether the loop keeps a carry for `agent` (it declares `init_carry`)."""
+    return callable(getattr(agent, "init_carry", None))
+
+
+def reset_carry(agent: Any, carry: Any, fresh: jax.Array) -> Any:
+    """`carry` with the envs where `fresh` ([num_envs] bool) holds replaced by new carries."""
+    new = agent.init_carry(fresh.shape[0])
+    return jax.tree.map(lambda n, c: jnp.where(fresh.reshape(fresh.shape + (1,) * (c.ndim - 1)), n, c), new, carry)
 
 
 class AgentBase:

@@ -5,6 +5,10 @@ CartPole-v1 (Euler integrator, reward 1 on every step including the terminating 
 limit applied by `EpisodeWrapper`), computed in float32. A shorter pole falls faster, and a
 weaker push or stronger gravity leave less margin for correction, so `pole_length`, `force_mag`
 and `gravity` are the curriculum's difficulty knobs.
+
+`hide_velocities=True` observes only the cart's position and the pole's angle: the standard
+partially observed CartPole, which a policy solves only by remembering earlier observations
+(recurrent PPO). Its gymnasium twin is CartPole-v1 behind `gymnasium_wrapper()`.
 """
 
 from __future__ import annotations
@@ -42,11 +46,16 @@ THETA_END = _first_float32_above(THETA_LIMIT)
 
 
 class CartPole(Env):
-    def __init__(self, max_episode_steps: int = 500):
+    def __init__(self, max_episode_steps: int = 500, hide_velocities: bool = False):
+        if not isinstance(hide_velocities, bool):
+            raise ValueError(f"cartpole: hide_velocities must be true or false, got {hide_velocities!r}")
         self.name = "cartpole"
         self.max_episode_steps = int(max_episode_steps)
+        self.hide_velocities = hide_velocities
+        #: which entries of the physics state (x, x_dot, theta, theta_dot) the agent observes
+        self.observed = (0, 2) if hide_velocities else (0, 1, 2, 3)
         # Twice the termination limits, like gymnasium, so the final observation is in bounds.
-        high = np.array([X_LIMIT * 2, np.inf, THETA_LIMIT * 2, np.inf], np.float32)
+        high = np.array([X_LIMIT * 2, np.inf, THETA_LIMIT * 2, np.inf], np.float32)[list(self.observed)]
         self.observation_space = gymnasium.spaces.Box(-high, high, dtype=np.float32)
         self.action_space = gymnasium.spaces.Discrete(2)  # 0: push left, 1: push right
         self.task_spec = {
@@ -59,7 +68,18 @@ class CartPole(Env):
 
     def reset(self, key, task) -> EnvState:
         physics = jax.random.uniform(key, (4,), jnp.float32, -RESET_BOUND, RESET_BOUND)
-        return EnvState.create(obs=physics, task=task, physics=physics)
+        return EnvState.create(obs=self._obs(physics), task=task, physics=physics)
+
+    def _obs(self, physics):
+        return physics[jnp.array(self.observed)] if self.hide_velocities else physics
+
+    def gymnasium_wrapper(self):
+        """What makes gymnasium's CartPole-v1 observe as this env does (None: nothing to hide)."""
+        if not self.hide_velocities:
+            return None
+        from ajax_tune.envs.gymnasium_adapter import SelectObservation
+
+        return lambda env: SelectObservation(env, self.observed)
 
     def step(self, state, action, key) -> EnvState:
         task = state.task
@@ -83,7 +103,7 @@ class CartPole(Env):
         ).astype(jnp.float32)
         terminated = (jnp.abs(physics[0]) >= X_END) | (jnp.abs(physics[2]) >= THETA_END)
         return state.replace(
-            obs=physics,
+            obs=self._obs(physics),
             reward=jnp.ones((), jnp.float32),
             terminated=terminated,
             physics=physics,

@@ -36,20 +36,29 @@ def run_in_gymnasium(
     seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     on_episode: Callable[[int], Any] | None = None,
+    wrap: Callable[[gymnasium.Env], gymnasium.Env] | None = None,
 ) -> dict:
     """Run `policy` (one numpy observation -> action) for `episodes` episodes of `env_id`.
 
     The first reset is seeded with `seed` and later ones continue its random stream, so the
     result is reproducible. Returns per-episode `returns` and `lengths` and their mean and std.
-    `on_episode(n)` is called after the n-th episode (a progress display).
+    `on_episode(n)` is called after the n-th episode (a progress display). A policy with memory
+    (`Runner.policy` of a recurrent agent) has a `reset()`, called as each episode starts.
+    `wrap` wraps the made env (an observation wrapper that shows the policy what it was trained
+    on, such as `SelectObservation`).
     """
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1, got {episodes}")
     env = gymnasium.make(env_id, **dict(env_kwargs or {}))
+    if wrap is not None:
+        env = wrap(env)
+    reset_policy = getattr(policy, "reset", None)
     returns, lengths = [], []
     try:
         for episode in range(episodes):
             obs, _ = env.reset(seed=seed if episode == 0 else None)
+            if callable(reset_policy):
+                reset_policy()
             ret, length, done = 0.0, 0, False
             while not done:
                 action = _to_gymnasium_action(env.action_space, policy(obs))
@@ -71,6 +80,20 @@ def run_in_gymnasium(
         "mean_length": float(np.mean(lengths)),
         "std_length": float(np.std(lengths)),
     }
+
+
+class SelectObservation(gymnasium.ObservationWrapper):
+    """Shows only some entries of a Box observation (`indices`): a gymnasium env observed the
+    way an ajax_tune env with hidden entries observes (cartpole without velocities)."""
+
+    def __init__(self, env: gymnasium.Env, indices):
+        super().__init__(env)
+        self.indices = np.asarray(indices, np.int64)
+        space = env.observation_space
+        self.observation_space = gymnasium.spaces.Box(space.low[self.indices], space.high[self.indices], dtype=space.dtype)
+
+    def observation(self, observation):
+        return np.asarray(observation)[self.indices]
 
 
 class GymnasiumEnv(gymnasium.Env):

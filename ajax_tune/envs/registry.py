@@ -40,6 +40,7 @@ ENVS = Registry(
         "pendulum": "ajax_tune.envs.pendulum:Pendulum",
         "corridor": "ajax_tune.envs.corridor:Corridor",
         "point_reach": "ajax_tune.envs.point_reach:PointReach",
+        "tmaze": "ajax_tune.envs.tmaze:TMaze",
     },
     imports="module:factory",
     unknown="unknown env",

@@ -50,6 +50,21 @@ class PPO(AgentBase):
     reset_modes = ("next_step", "unroll_start")
     metric_keys = ("loss/policy", "loss/value", "loss/entropy", "loss/approx_kl", "loss/clip_fraction", "grad_norm", "lr")
 
+    #: other forms of PPO by the config setting that selects them; a subclass declares its own
+    #: (`class RecurrentPPO(PPO, form="recurrent")`), so this module imports none of them.
+    forms: dict[str, type] = {}
+
+    def __init_subclass__(cls, form: str | None = None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if form is not None:
+            PPO.forms[form] = cls
+
+    def __new__(cls, config: PPOConfig | None = None, *args, **kwargs):
+        # One agent name, two forms: a config with `recurrent` set builds the recurrent one.
+        if cls is PPO and getattr(config, "recurrent", None) is not None:
+            cls = PPO.forms["recurrent"]
+        return super().__new__(cls)
+
     def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
         super().__init__(config)
         self.obs_shape = tuple(observation_space.shape)

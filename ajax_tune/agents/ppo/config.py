@@ -10,11 +10,31 @@ and then slid back late in the run."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from ajax_tune.agents.hparams import hparams_type
 from ajax_tune.agents.networks import ACTIVATIONS
-from ajax_tune.fields import ConfigError, static, traced, validate
+from ajax_tune.fields import ConfigError, check_keys, config_section, static, traced, validate
 from ajax_tune.schedules import Schedule
+
+CELLS = ("gru", "lstm")
+
+
+@config_section("agent.recurrent")
+class RecurrentConfig:
+    """PPO with memory: a recurrent cell between the observation and the policy and value heads."""
+
+    cell: str = static("gru", choices=CELLS, doc="the recurrent cell shared by the policy and the value heads")
+    size: int = static(128, ge=1, doc="the cell's width (its carry per env)")
+
+    @classmethod
+    def parse(cls, value) -> RecurrentConfig | None:
+        if value is None or isinstance(value, cls):
+            return value
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"agent.recurrent must be a mapping such as {{cell: gru, size: 128}} or null, got {value!r}")
+        check_keys(value, [f.name for f in dataclasses.fields(cls)], "agent.recurrent.")
+        return cls(**value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,9 +56,22 @@ class PPOConfig:
         0.95, ge=0.0, le=1.0, doc="GAE's lambda: 0 bootstraps after one step, 1 takes the discounted return to the unroll's end"
     )
     max_grad_norm: float = traced(0.5, gt=0.0, doc="global-norm clipping of each gradient")
+    recurrent: RecurrentConfig | None = static(
+        None,
+        doc="null: feed-forward MLPs; {cell: gru | lstm, size: N}: a recurrent cell before both heads, "
+        "trained by backpropagation through each unroll, minibatches over envs (`agent.recurrent` below)",
+    )
 
     def __post_init__(self):
+        object.__setattr__(self, "recurrent", RecurrentConfig.parse(self.recurrent))
         validate(self, "agent")
+        if self.recurrent is not None:
+            if self.num_envs % self.num_minibatches:
+                raise ConfigError(
+                    f"agent.num_minibatches ({self.num_minibatches}) must divide num_envs ({self.num_envs}): "
+                    "a recurrent PPO's minibatches are whole envs' unrolls"
+                )
+            return
         batch = self.num_envs * self.unroll_length
         if batch % self.num_minibatches:
             raise ConfigError(

@@ -34,8 +34,14 @@ def masked_mean(x, mask):
 
 def ppo_loss(params, batch, hp, key, policy_fn, value_fn, dist):
     """The clipped surrogate, value regression and entropy bonus over one minibatch."""
-    mask = batch["mask"]
     logits = policy_fn(params["policy"], batch["obs"])
+    return clipped_objective(logits, lambda: value_fn(params["value"], batch["obs"]), batch, hp, key, dist)
+
+
+def clipped_objective(logits, value_of, batch, hp, key, dist):
+    """`ppo_loss` given the policy's outputs and (`value_of()`) the values of the minibatch's
+    steps, however a network made them (recurrent PPO replays an unroll to get them)."""
+    mask = batch["mask"]
     log_prob = dist.log_prob(logits, batch["action"])
     log_ratio = log_prob - batch["log_prob"]
     ratio = jnp.exp(log_ratio)
@@ -47,7 +53,7 @@ def ppo_loss(params, batch, hp, key, policy_fn, value_fn, dist):
     clipped = jnp.clip(ratio, 1.0 - hp.clip_eps, 1.0 + hp.clip_eps)
     policy_loss = masked_mean(-jnp.minimum(ratio * adv, clipped * adv), mask)
 
-    value = value_fn(params["value"], batch["obs"])
+    value = value_of()
     value_loss = masked_mean(0.5 * (value - batch["target"]) ** 2, mask)
     entropy = masked_mean(dist.entropy(logits, key), mask)
 

@@ -1,0 +1,168 @@
+"""PPO with memory, for envs whose observation does not show everything that matters (a hidden
+velocity, a cue seen once, a task the dynamics imply).
+
+A recurrent cell (GRU or LSTM) reads each encoded observation; the policy and value heads read
+its output. The loop keeps one carry per env and starts a fresh one where an episode starts; the
+update replays each env's unroll from the carry it began with, restarting where the loop did,
+and backpropagates through the whole unroll. Minibatches are therefore whole envs' unrolls
+(`num_envs / num_minibatches` envs each) rather than shuffled steps. Everything else, the traced
+settings, the losses, GAE and the metrics, is PPO's.
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ajax_tune.agents.base import Carries, Clock
+from ajax_tune.agents.hparams import init_hparams, scheduled
+from ajax_tune.agents.networks import ACTIVATIONS
+from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
+from ajax_tune.agents.ppo.config import PPOConfig
+from ajax_tune.agents.ppo.losses import clipped_objective, gae
+
+
+class RecurrentTrunk(nn.Module):
+    """One step for a batch of envs: encode the observation, advance the cell."""
+
+    cell: str
+    size: int
+    activation: str = "tanh"
+
+    @nn.compact
+    def __call__(self, carry, obs):
+        x = ACTIVATIONS[self.activation](nn.Dense(self.size, kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(obs))
+        cell = nn.GRUCell(self.size) if self.cell == "gru" else nn.OptimizedLSTMCell(self.size)
+        return cell(carry, x)
+
+    def zeros(self, num_envs: int):
+        h = jnp.zeros((num_envs, self.size), jnp.float32)
+        return h if self.cell == "gru" else (h, h)
+
+
+def _where_fresh(fresh, new, carry):
+    return jax.tree.map(lambda n, c: jnp.where(fresh[:, None], n, c), new, carry)
+
+
+class RecurrentPPO(PPO, form="recurrent"):
+    """`agent: {name: ppo, recurrent: {cell: gru, size: 128}}` builds this (see `PPO.__new__`)."""
+
+    def __init__(self, config: PPOConfig, observation_space, action_space):
+        super().__init__(config, observation_space, action_space)
+        rec = config.recurrent
+        self.trunk = RecurrentTrunk(rec.cell, rec.size, config.activation)
+
+    # -- state ---------------------------------------------------------------------------
+
+    def init(self, key: jax.Array) -> PPOState:
+        k_trunk, k_policy, k_value = jax.random.split(key, 3)
+        obs = jnp.zeros((1, *self.obs_shape), jnp.float32)
+        features = jnp.zeros((1, self.trunk.size), jnp.float32)
+        params = {
+            "trunk": self.trunk.init(k_trunk, self.trunk.zeros(1), obs),
+            "policy": self.policy.init(k_policy, features),
+            "value": self.value.init(k_value, features),
+        }
+        return PPOState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            obs_norm=self.obs_norm.init(),
+            return_norm=self.return_norm.init(),
+            return_acc=jnp.zeros((self.num_envs,), jnp.float32),
+            hp=init_hparams(self.config),
+        )
+
+    def init_carry(self, num_envs: int):
+        return self.trunk.zeros(num_envs)
+
+    # -- acting --------------------------------------------------------------------------
+
+    def act(self, state: PPOState, obs, key, deterministic: bool = False, *, carry):
+        carry, features = self.trunk.apply(state.params["trunk"], carry, self.obs_norm(state.obs_norm, obs))
+        logits = self.policy.apply(state.params["policy"], features)
+        if deterministic:
+            return self.to_env(self.dist.mode(logits)), {}, carry
+        raw = self.dist.sample_no_postprocessing(logits, key)
+        extras = {"raw_action": raw, "log_prob": self.dist.log_prob(logits, raw)}
+        return self.to_env(self.dist.postprocess(raw)), extras, carry
+
+    def _replay(self, trunk_params, start, obs, reset):
+        """The cell over `[T, B]` normalised observations from the `[B]` carries `start`,
+        restarting where `reset` says: each step's features and the carry after it."""
+        fresh_carry = self.trunk.zeros(obs.shape[1])
+
+        def step(carry, xs):
+            x, fresh = xs
+            carry = _where_fresh(fresh, fresh_carry, carry)
+            carry, features = self.trunk.apply(trunk_params, carry, x)
+            return carry, (features, carry)
+
+        _, (features, after) = jax.lax.scan(step, start, (obs, reset))
+        return features, after
+
+    # -- learning ------------------------------------------------------------------------
+
+    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock, *, carries: Carries):
+        cfg, hp = self.config, state.hp
+        mask = batch.valid.astype(jnp.float32)
+        state = state.replace(obs_norm=self.obs_norm.update(state.obs_norm, batch.obs, mask))
+        reward = batch.reward
+        if cfg.normalize_rewards:
+            reward, return_acc, return_norm = self._scale_rewards(state, batch, mask)
+            state = state.replace(return_acc=return_acc, return_norm=return_norm)
+
+        obs = self.obs_norm(state.obs_norm, batch.obs)
+        next_obs = self.obs_norm(state.obs_norm, batch.next_obs)
+        params = state.params
+        features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
+        value = self._value(params["value"], features)
+        # The true successor of each step, read by the cell from the carry that step left.
+        _, next_features = self.trunk.apply(params["trunk"], after, next_obs)
+        next_value = self._value(params["value"], next_features)
+        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        steps = jnp.sum(mask, axis=0)
+        signal = jnp.where(steps > 0, jnp.sum(jnp.maximum(advantage, 0.0) * mask, axis=0) / jnp.maximum(steps, 1.0), jnp.nan)
+
+        # Per env: its whole unroll ([T, ...]) and the carry it started from.
+        data = {
+            "obs": obs,
+            "reset": carries.reset,
+            "action": batch.action,
+            "log_prob": batch.log_prob,
+            "advantage": advantage,
+            "target": target,
+            "mask": mask,
+        }
+        lr = scheduled(hp.lr, clock)
+        per_minibatch = self.num_envs // cfg.num_minibatches
+
+        def loss(params, minibatch, k):
+            start, steps = minibatch
+            features, _ = self._replay(params["trunk"], start, steps["obs"], steps["reset"])
+            logits = self.policy.apply(params["policy"], features)
+            return clipped_objective(logits, lambda: self._value(params["value"], features), steps, hp, k, self.dist)
+
+        def minibatch_step(carry, xs):
+            params, opt_state = carry
+            minibatch, k = xs
+            grads, metrics = jax.grad(loss, has_aux=True)(params, minibatch, k)
+            params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp.max_grad_norm)
+            return (params, opt_state), {**metrics, "grad_norm": grad_norm}
+
+        def shuffle(k):
+            k_perm, k_loss = jax.random.split(k)
+            perm = jax.random.permutation(k_perm, self.num_envs)
+            return perm, jax.random.split(k_loss, cfg.num_minibatches)
+
+        perms, loss_keys = jax.vmap(shuffle)(jax.random.split(key, cfg.update_epochs))
+        perms = perms.reshape(-1, per_minibatch)  # [epochs * minibatches, envs per minibatch]
+        starts = jax.tree.map(lambda x: x[perms], carries.start)
+        steps_of = jax.tree.map(lambda x: jnp.moveaxis(x[:, perms], 1, 0), data)  # [minibatches, T, envs, ...]
+        (params, opt_state), metrics = jax.lax.scan(
+            minibatch_step, (state.params, state.opt_state), ((starts, steps_of), loss_keys.reshape(-1, *loss_keys.shape[2:]))
+        )
+        metrics = jax.tree.map(jnp.mean, metrics)
+        metrics["lr"] = lr
+        return state.replace(params=params, opt_state=opt_state), metrics, signal

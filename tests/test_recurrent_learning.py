@@ -1,0 +1,78 @@
+"""What memory buys: recurrent PPO solves cartpole with its velocities hidden, feed-forward PPO
+on the same settings and budget does not, and the recurrent policy plays gymnasium's own
+CartPole-v1, velocities hidden by an observation wrapper, as it plays in JAX.
+
+Measured for these settings (seed 0, 4 seeds as lanes, 8 evaluation episodes each, fully
+optimised on the CPU): the recurrent seeds' mean evaluation first reached 480 at 327,680 env
+steps per seed; feed-forward PPO on the same settings (observations normalised, 16 x 128 or
+32 x 64 envs x steps) stayed between 41 and 45 over 983,040 env steps per seed.
+"""
+
+import json
+
+import pytest
+
+from ajax_tune.cli import main
+from ajax_tune.runner import Runner
+
+pytestmark = pytest.mark.learning
+
+BUDGET = 1_000_000  # env steps per seed
+AGENT = {
+    "num_envs": 32,
+    "unroll_length": 64,
+    "num_minibatches": 4,
+    "update_epochs": 4,
+    "hidden_sizes": [64],
+    "lr": 2.5e-3,
+    "normalize_observations": True,
+}
+
+
+def config(**agent):
+    return {
+        "env": {"name": "cartpole", "kwargs": {"hide_velocities": True}},
+        "agent": {**AGENT, **agent},
+        "train": {"total_timesteps": 983_040, "timesteps_per_iteration": 32_768, "num_seeds": 4, "eval_episodes": 8},
+    }
+
+
+def train_until(runner, threshold, budget):
+    """Train until the seeds' mean evaluation reaches `threshold` or the budget is spent."""
+    best = -1.0
+    while runner.loop.timestep(runner.state) < budget:
+        result = runner.train()
+        best = max(best, result["eval/return_mean"])
+        if best >= threshold:
+            break
+    return best, runner.loop.timestep(runner.state)
+
+
+@pytest.fixture(scope="module")
+def solved(tmp_path_factory):
+    runner = Runner(config(recurrent={"cell": "gru", "size": 64}))
+    best, steps = train_until(runner, 475.0, BUDGET)
+    return runner, best, steps, runner.save(tmp_path_factory.mktemp("recurrent") / "ckpt")
+
+
+def test_recurrent_ppo_solves_cartpole_without_velocities(solved):
+    runner, best, steps, _ = solved
+    assert best >= 475.0 and steps <= BUDGET
+    assert runner.loop.compilations == 1
+
+
+def test_feed_forward_ppo_with_the_same_settings_and_budget_stays_well_below(solved):
+    _, _, steps, _ = solved
+    best, _ = train_until(Runner(config()), 475.0, steps)  # as many env steps as the recurrent agent took
+    assert best < 100.0  # measured: 41 to 45, whatever the budget up to 983,040 steps
+
+
+def test_the_recurrent_policy_plays_gymnasiums_cartpole_with_velocities_hidden(solved, capsys):
+    runner, _, _, checkpoint = solved
+    assert main(["evaluate", str(checkpoint), "--episodes", "10", "--json"]) == 0
+    jax_stats = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", str(checkpoint), "--episodes", "10", "--gymnasium", "CartPole-v1", "--json"]) == 0
+    gym_stats = json.loads(capsys.readouterr().out)
+    # the policy `--gymnasium` runs is seed 0's, which scores as in its JAX evaluation
+    seed0 = jax_stats["return_mean_per_seed"][0]
+    assert gym_stats["return_mean"] >= 0.9 * seed0 and seed0 >= 400.0

@@ -1,0 +1,124 @@
+"""Recurrent PPO: one agent name, built from a `recurrent` setting; the same traced settings and
+metrics as PPO; split runs, checkpoints and task changes as for every agent; evaluation and the
+gymnasium policy carrying the state."""
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from ajax_tune.agents import PPO, PPOConfig
+from ajax_tune.agents.ppo import RecurrentPPO
+from ajax_tune.cli import main
+from ajax_tune.config import ConfigError
+from ajax_tune.envs import make_env
+from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.runner import Runner
+from ajax_tune.schedules import Schedule
+from tests.support.helpers import assert_trees_equal, host
+
+BUILDS = pytest.mark.parametrize("build", ["few_passes", pytest.param("optimised", marks=pytest.mark.optimised)])
+TINY = dict(num_envs=4, unroll_length=16, num_minibatches=2, update_epochs=2, hidden_sizes=(16,))
+UNROLL = 4 * 16
+
+
+def tiny_loop(cell="gru", env="cartpole", **loop):
+    kwargs = {"hide_velocities": True} if env == "cartpole" else {"max_length": 8}
+    env = make_env(env, **kwargs)
+    config = PPOConfig(**TINY, lr=Schedule(kind="linear", peak=1e-3), recurrent={"cell": cell, "size": 8})
+    train = dict(
+        total_timesteps=40 * UNROLL, timesteps_per_iteration=2 * UNROLL, eval_every=3 * UNROLL, eval_episodes=2, num_seeds=2
+    )
+    return TrainLoop(env, PPO(config, env.observation_space, env.action_space), LoopConfig(**{**train, **loop}))
+
+
+def runner_config(**agent):
+    return {
+        "env": {"name": "cartpole", "kwargs": {"hide_velocities": True}},
+        "agent": {**TINY, "hidden_sizes": [16], "recurrent": {"cell": "gru", "size": 8}, **agent},
+        "train": {"total_timesteps": 10 * UNROLL, "timesteps_per_iteration": 2 * UNROLL, "num_seeds": 2, "eval_episodes": 2},
+    }
+
+
+def test_a_recurrent_setting_builds_recurrent_ppo_and_none_leaves_ppo_as_it_was():
+    space = make_env("cartpole", hide_velocities=True)
+    rec = PPO(PPOConfig(**TINY, recurrent={"cell": "lstm", "size": 8}), space.observation_space, space.action_space)
+    plain = PPO(PPOConfig(**TINY), space.observation_space, space.action_space)
+    assert type(rec) is RecurrentPPO and type(plain) is PPO
+    assert rec.metric_keys == plain.metric_keys and rec.reset_modes == plain.reset_modes
+    assert not hasattr(plain, "init_carry")
+    carry = rec.init_carry(3)
+    assert [x.shape for x in carry] == [(3, 8), (3, 8)]  # an LSTM's cell and hidden state
+    assert make_env("cartpole", hide_velocities=True).observation_space.shape == (2,)
+
+
+@pytest.mark.parametrize(
+    "agent, expected",
+    [
+        ({"name": "sac", "recurrent": {"cell": "gru"}}, "agent.recurrent: agent 'sac' has no recurrent form"),
+        ({"recurrent": {"cell": "gru", "size": 0}}, "agent.recurrent.size must be >= 1, got 0"),
+        ({"recurrent": {"cell": "rnn"}}, "agent.recurrent.cell must be one of ['gru', 'lstm'], got 'rnn'"),
+        ({"recurrent": {"cells": "gru"}}, "unknown key agent.recurrent.'cells'"),
+        ({"recurrent": "gru"}, "agent.recurrent must be a mapping"),
+        ({"num_minibatches": 3}, "agent.num_minibatches (3) must divide num_envs (4)"),
+    ],
+)
+def test_bad_recurrent_settings_are_refused_in_one_line(agent, expected):
+    config = runner_config()
+    config["agent"] = {**config["agent"], **agent}
+    if agent.get("name") == "sac":
+        config["agent"] = {"name": "sac", **{k: v for k, v in agent.items() if k != "name"}}
+    with pytest.raises(ConfigError) as info:
+        Runner.check(config)
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothing(cell):
+    loop = tiny_loop(cell)
+    state, out = loop.train(loop.init(seed=1))
+    result = loop.summarize(out)
+    assert set(PPO.metric_keys) <= set(result) and all(np.isfinite(result[k]) for k in PPO.metric_keys)
+    assert result["train/nonfinite"] == 0.0
+    state = loop.set_task(state, {"pole_length": np.array([0.5, 0.3, 0.5, 0.7])}, eval_task={"pole_length": 0.3})
+    state, out = loop.train(state)
+    assert loop.summarize(out)["curriculum/task/pole_length"] == pytest.approx(0.3)
+    assert loop.compilations == 1
+
+
+@BUILDS
+def test_split_runs_with_save_and_restore_are_bit_identical(tmp_path, build):
+    """One call of 6 unrolls == 3 calls of 2, each into a fresh loop restored from a checkpoint."""
+    assert jax.config.read("jax_disable_most_optimizations") is (build == "few_passes")
+    long_loop = tiny_loop(timesteps_per_iteration=6 * UNROLL)
+    one_call = host(long_loop.train(long_loop.init(seed=5)))
+    for i in range(3):
+        loop = tiny_loop()
+        state = loop.init(seed=5) if i == 0 else loop.restore(tmp_path / f"ckpt{i - 1}")[0]
+        state, out = loop.train(state)
+        assert loop.compilations == 1
+        loop.save(tmp_path / f"ckpt{i}", state)
+    assert_trees_equal(state, one_call[0])  # parameters, optimiser, carries, env states and keys
+    assert state.carry.shape == (2, 4, 8)
+    np.testing.assert_array_equal(np.asarray(out.rows["loss/policy"]), one_call[1].rows["loss/policy"][:, -2:])
+
+
+def test_evaluation_and_the_gymnasium_policy_carry_the_state(tmp_path, capsys):
+    runner = Runner(runner_config())
+    runner.train()
+    out = runner.evaluate(episodes=3, seed=1)
+    assert out["return"].shape == (2, 3) and np.all(out["return"] >= 1)
+    policy = runner.policy()
+    first = policy(np.zeros(2, np.float32))
+    assert policy.carry is not None and int(first) in (0, 1)
+    carried = jax.device_get(policy.carry)
+    policy.reset()
+    assert not np.array_equal(jax.device_get(policy.carry), carried)  # a fresh carry for a new episode
+    checkpoint = runner.save(tmp_path / "ckpt")
+    assert main(["evaluate", str(checkpoint), "--episodes", "3", "--json"]) == 0
+    jax_stats = json.loads(capsys.readouterr().out)
+    # gymnasium's CartPole-v1 shows the policy position and angle only, as the JAX env did
+    assert main(["evaluate", str(checkpoint), "--episodes", "3", "--gymnasium", "CartPole-v1", "--json"]) == 0
+    gym_stats = json.loads(capsys.readouterr().out)
+    assert gym_stats["env"] == "CartPole-v1" and gym_stats["return_min"] >= 8 and jax_stats["return_min"] >= 8
