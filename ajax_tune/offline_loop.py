@@ -44,6 +44,7 @@ class OfflineLoop(TrainLoop):
         # Not TrainLoop.__init__: its checks are about unrolls of env steps, which this loop has none of.
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent, self.config = agent, config
+        self.recurrent = False  # the offline agents act feed-forward: no carry in the state
         self.num_heldout = int(num_heldout)
         if int(num_members) < 1:
             raise ConfigError(f"a population needs at least one member, got {num_members}")
