@@ -180,7 +180,13 @@ class Experiment:
         checked = sample(trial)
         if section.population:  # each trial is a population: its member keys, selected by tune.metric
             checked["population"] = {"size": section.population, "select": {"metric": section.metric, "mode": section.mode}}
-        trial_checks(checked, metrics, config_paths("scheduler", scheduler))
+        try:
+            trial_checks(checked, metrics, config_paths("scheduler", scheduler))
+        except ConfigError as exc:  # the members' selection metric is tune.metric: name what the user wrote
+            select = "population.select.metric"
+            if section.population and str(exc).startswith(select):
+                raise ConfigError(f"tune.metric{str(exc)[len(select) :]} (tune.population selects members by it)") from None
+            raise
         return cls(
             name=name,
             trial=trial,
