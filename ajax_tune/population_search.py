@@ -78,6 +78,28 @@ def split_suggestion(suggestion: Mapping, agent_name: str) -> tuple[dict, dict]:
     return shared, member
 
 
+def searched_part(suggestion: Mapping, space: Any) -> dict:
+    """The suggestion without the constants of the search space it repeats (HyperOpt suggests
+    the whole config), so that a member's override holds what the searcher chose."""
+    out = {}
+    for key, value in suggestion.items():
+        if isinstance(space, Mapping) and key in space:
+            node = space[key]
+            if isinstance(value, Mapping) and isinstance(node, Mapping) and "grid_search" not in node:
+                inner = searched_part(value, node)
+                if inner:
+                    out[key] = inner
+                continue
+            if _plain(value) == _plain(node):
+                continue
+        out[key] = copy.deepcopy(value)
+    return out
+
+
+def _plain(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
 def _agent_name(config: Mapping | None, suggestion: Mapping) -> str:
     """The agent a suggestion's trial runs: the suggested one, else the search space's."""
     for source in (suggestion, config or {}):
@@ -237,6 +259,7 @@ class PopulationSearcher(Searcher):
     def _take(self, suggestion: Mapping) -> None:
         virtual_id = self._next_virtual_id()
         self._drawn += 1
+        suggestion = searched_part(suggestion, self._space)
         shared, member = split_suggestion(suggestion, _agent_name(self._space, suggestion))
         self._pending.append(_Pending(virtual_id, shared, member))
 

@@ -1,9 +1,12 @@
 """Searchers that see members: K suggestions of a Tune searcher packed into one population trial,
 each member reported back to the searcher as a trial of its own (`ajax_tune.population_search`)."""
 
+import json
 import math
 
 import pytest
+import yaml
+from ray import tune
 from ray.tune.search import Searcher
 
 from ajax_tune import keys as K
@@ -45,7 +48,8 @@ def wrapped(suggestions, size, num_samples=None, space=None):
     inner = Recorder(suggestions)
     searcher = PopulationSearcher(inner, size=size)
     spec = {} if num_samples is None else {"num_samples": num_samples}
-    searcher.set_search_properties(METRIC, "max", space or cartpole_trial(), **spec)
+    space = space or cartpole_trial(lr=tune.loguniform(1e-4, 1e-2), num_envs=tune.choice([4, 8]))
+    searcher.set_search_properties(METRIC, "max", space, **spec)
     return searcher, inner
 
 
@@ -58,7 +62,11 @@ def lr(value, **agent):
 
 def test_a_suggestion_splits_into_its_static_part_and_a_members_override():
     shared, member = split_suggestion(
-        {"agent": {"lr": {"peak": 1e-3}, "num_envs": 4, "ent_coef": 0.0}, "train": {"seed": 3, "num_seeds": 2}, "env": {"name": "x"}},
+        {
+            "agent": {"lr": {"peak": 1e-3}, "num_envs": 4, "ent_coef": 0.0},
+            "train": {"seed": 3, "num_seeds": 2},
+            "env": {"name": "x"},
+        },
         "ppo",
     )
     assert member == {"agent": {"lr": {"peak": 1e-3}, "ent_coef": 0.0}, "train": {"seed": 3}}
@@ -139,7 +147,7 @@ def test_random_and_grid_draws_count_every_grid_point_num_samples_times():
 
 
 @pytest.mark.parametrize(
-    "tune, trial, message",
+    "section, trial, message",
     [
         ({"population": 0}, {}, r"^tune.population must be a whole number of configs per trial >= 1, got 0"),
         ({"population": 2.5}, {}, r"^tune.population must be an integer, got 2.5"),
@@ -167,9 +175,9 @@ def test_random_and_grid_draws_count_every_grid_point_num_samples_times():
         ),
     ],
 )
-def test_bad_population_searches_are_one_line_before_ray_starts(tune, trial, message):
+def test_bad_population_searches_are_one_line_before_ray_starts(section, trial, message):
     with pytest.raises(ConfigError, match=message) as info:
-        Experiment.from_dict({"trial": {**cartpole_trial(), **trial}, "tune": tune})
+        Experiment.from_dict({"trial": {**cartpole_trial(), **trial}, "tune": section})
     assert len(str(info.value).splitlines()) == 1
 
 
@@ -189,7 +197,6 @@ def test_optuna_learns_from_every_member_of_one_trial(ray_session, tmp_path):
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
     from optuna.trial import TrialState
-    from ray import tune
     from ray.tune.search.optuna import OptunaSearch
 
     from ajax_tune import AjaxTrainable
@@ -217,33 +224,84 @@ def test_optuna_learns_from_every_member_of_one_trial(ray_session, tmp_path):
     # each Optuna trial is the member that ran its suggestion, and saw its intermediate reports
     for k, trial in enumerate(study):
         assert trial.params == {"agent/lr": members[k]["agent"]["lr"], "agent/ent_coef": members[k]["agent"]["ent_coef"]}
-        assert result.metrics[K.member_key(k, "agent/lr")] == pytest.approx(trial.params["agent/lr"])
-        assert sorted(trial.intermediate_values) == [1, 2]
+        assert result.metrics[K.member_key(k, "agent/lr/peak")] == pytest.approx(trial.params["agent/lr"])
+        # Tune hands a searcher every result but the one that stops the trial, which completes it
+        first = result.metrics_dataframe.set_index("training_iteration").loc[1]
+        assert trial.intermediate_values == {1: first[K.member_key(k, METRIC)]}
 
 
-def test_hyperopt_fills_trials_of_two_from_yaml(ray_session, tmp_path):
-    """`tune.population: 2` with HyperOpt and 4 configs: two trials of two members, the members
-    the values HyperOpt suggests when asked 4 times alike outside Tune."""
+def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_path, capsys):
+    """`tune.population: 2` with HyperOpt and 4 configs, by `ajax-tune run`: two trials of two
+    members, the members the values HyperOpt suggests when asked 4 times alike outside Tune;
+    the run names the best member's config, and the plot draws every member's curve."""
     import_extra("hyperopt", extra="hyperopt")
+    from ajax_tune.cli import main
+    from ajax_tune.plotting import learning_curve, load_trials, member_series
     from ajax_tune.population_search import searcher_for
 
     raw = {
         "name": "hyperopt_population",
         "trial": cartpole_trial(lr={"loguniform": [1e-4, 1e-2]}),
         "stop": {"training_iteration": 1},
+        "checkpoint": {"at_end": False},
         "tune": {"search": {"name": "hyperopt", "seed": 5}, "num_samples": 4, "population": 2},
     }
-    experiment = Experiment.from_dict(raw)
-    results = experiment.tuner(storage_path=str(tmp_path)).fit()
-    assert results.num_errors == 0, [r.error for r in results if r.error]
-    assert len(results) == 2
-    ran = sorted(m["agent"]["lr"] for r in results for m in r.config["population"]["members"])
-    for r in results:
-        assert r.metrics["population/size"] == 2.0
-        best = int(r.metrics["population/best_member"])
-        assert r.metrics[METRIC] == r.metrics[K.member_key(best, METRIC)]
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(path), "--storage-path", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    directory = tmp_path / "results" / "hyperopt_population"
+    rows = {p.parent.name: json.loads(p.read_text().splitlines()[-1]) for p in directory.glob("*/result.json")}
+    configs = {p.parent.name: json.loads(p.read_text()) for p in directory.glob("*/params.json")}
+    assert len(rows) == 2 and all(len(c["population"]["members"]) == 2 for c in configs.values())
+    ran = sorted(m["agent"]["lr"] for c in configs.values() for m in c["population"]["members"])
 
+    experiment = Experiment.from_dict(raw)
     alone = searcher_for(experiment.tune).searcher
     alone.set_search_properties(METRIC, "max", experiment.param_space())
     assert ran == sorted(alone.suggest(f"v{i}")["agent"]["lr"] for i in range(4))
     assert len(set(ran)) == 4 and all(1e-4 <= v <= 1e-2 for v in ran)
+
+    # the best trial's best member and the override that made it
+    name, row = max(rows.items(), key=lambda item: item[1][METRIC])
+    best = int(row["population/best_member"])
+    assert row[METRIC] == row[K.member_key(best, METRIC)]
+    best_lr = configs[name]["population"]["members"][best]["agent"]["lr"]
+    assert f"  best member              {best} of 2 " in out
+    assert f"  its config               agent.lr={best_lr:.6g}\n" in out
+
+    # every member's curve: the plot's series are the members, with their own returns
+    assert (directory / "plots" / "learning_curves.png").is_file()
+    trials = load_trials(directory)
+    members = [m for t in trials for m in member_series(t)]
+    assert len(members) == 4
+    for trial in trials:
+        last = rows[next(n for n in rows if rows[n]["trial_id"] == trial.trial_id)]
+        for k, member in enumerate(member_series(trial)):
+            _, returns, _, _ = learning_curve(member.segments[0])
+            assert returns[-1] == last[K.member_key(k, METRIC)]
+            assert f"m{k} " in member.label
+
+
+def test_the_best_members_config_when_members_were_drawn_inside_the_trial():
+    from ajax_tune.cli import best_member_lines
+
+    row = {"population/size": 2.0, "population/best_member": 1.0}
+    row |= {
+        "member/0/agent/lr/peak": 1e-3,
+        "member/1/agent/lr/peak": 2e-3,
+        "member/0/agent/gamma": 0.99,
+        "member/1/agent/gamma": 0.99,
+    }
+    lines = best_member_lines({"population": {"size": 2, "space": {}}}, row)
+    assert (
+        lines[0].startswith("  best member              1 of 2 ") and lines[1] == "  its config               agent.lr.peak=0.002"
+    )
+    assert best_member_lines({}, {"eval/return_mean": 1.0}) == []  # not a population trial
+
+
+def test_constants_a_searcher_repeats_stay_out_of_a_members_override():
+    space = cartpole_trial(lr={"loguniform": [1e-4, 1e-2]})
+    whole = {**space, "agent": {**space["agent"], "lr": 2e-3, "hidden_sizes": (32, 32)}}  # as HyperOpt suggests
+    searcher, _ = wrapped([whole], size=1, space=space)
+    assert searcher.suggest("a")["population"]["members"] == [{"agent": {"lr": 2e-3}}]
