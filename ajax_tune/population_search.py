@@ -158,6 +158,9 @@ class VariantSearcher(Searcher):
             self._queue = [_unflatten(resolved) for resolved, _ in variants]
         return self._queue.pop(0)
 
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        """Random and grid draws learn nothing from results."""
+
     def save(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, "wb") as f:
             pickle.dump(self.__dict__, f)

@@ -144,6 +144,10 @@ def test_random_and_grid_draws_count_every_grid_point_num_samples_times():
     members = [m["agent"] for t in trials[:2] for m in t["population"]["members"]]
     assert [m["gamma"] for m in members] == [0.9, 0.99, 0.9, 0.99] and len({m["lr"] for m in members}) == 4
     assert trials[2] == Searcher.FINISHED
+    result = {"training_iteration": 1, **{K.member_key(k, METRIC): 1.0 for k in range(3)}}
+    for trial_id in "ab":  # what Tune does when a trial ends: random draws take it and learn nothing
+        searcher.on_trial_result(trial_id, result)
+        searcher.on_trial_complete(trial_id, result)
 
 
 @pytest.mark.parametrize(
