@@ -284,10 +284,8 @@ class PopulationSearcher(Searcher):
         """The trial's config: the group's static part, the first member's values as the base
         (so every searched key is set), and the members selected by the searcher's metric."""
         config = merge(group[0].shared, group[0].member)
-        config["population"] = {
-            "members": [copy.deepcopy(p.member) for p in group],
-            "select": {"metric": self.metric, "mode": self.mode},
-        }
+        select = {key: value for key, value in (("metric", self.metric), ("mode", self.mode)) if value}
+        config["population"] = {"members": [copy.deepcopy(p.member) for p in group], **({"select": select} if select else {})}
         return config
 
     # -- saving (Tune saves the wrapped searcher itself, and this state beside it) ---------
