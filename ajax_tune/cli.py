@@ -291,6 +291,8 @@ def _report(results, metric, mode, plots: bool) -> int:
         for key in SUMMARY_KEYS:
             if key in best.metrics and not _isnan(best.metrics[key]):
                 print(f"  {key:24s} {_fmt(best.metrics[key])}")
+        for line in best_member_lines(best.config, peak.to_dict() if peak is not None else best.metrics):
+            print(line)
         kept = _best_checkpoint(best, metric, mode)
         print(f"  checkpoint               {kept[0].path if kept else '(none)'}")
         if kept:
@@ -320,6 +322,44 @@ def _report(results, metric, mode, plots: bool) -> int:
         )
         return 1
     return 0
+
+
+def best_member_lines(config: dict | None, row: dict) -> list[str]:
+    """For a population trial, its best member at `row` (a result) and that member's config: the
+    override it was given, or (members drawn inside the trial) the settings that set it apart."""
+    from ajax_tune import keys as K
+
+    size, best = row.get(K.POPULATION_KEYS[0]), row.get(K.POPULATION_KEYS[1])
+    if size is None or best is None or _isnan(size) or _isnan(best):
+        return []
+    k = int(best)
+    members = ((config or {}).get("population") or {}).get("members")
+    if isinstance(members, list) and k < len(members):
+        settings = _flat(members[k])
+    else:  # drawn from a space: the traced settings in which members differ
+        prefix = K.member_key(k, "")
+        names = [
+            key[len(prefix) :] for key in row if key.startswith(prefix) and key[len(prefix) :].startswith(("agent/", "train/"))
+        ]
+        settings = {
+            name.replace("/", "."): row[K.member_key(k, name)]
+            for name in names
+            if len({row.get(K.member_key(j, name)) for j in range(int(size))}) > 1
+        }
+    shown = " ".join(f"{key}={_fmt(value)}" for key, value in settings.items()) or "(the trial's config)"
+    return [
+        f"  best member              {k} of {int(size)} (population/best_member; `ajax-tune evaluate CKPT --member {k}`)",
+        f"  its config               {shown}",
+    ]
+
+
+def _flat(tree, prefix: str = "") -> dict:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    out = {}
+    for key, value in tree.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
 
 
 def _best_row(frame, metric, mode):

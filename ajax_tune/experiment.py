@@ -14,6 +14,7 @@
       seed: 0                   # the search's seed, unless its options give one
       max_concurrent_trials: 2
       reuse_actors: false
+      population: 0             # K: pack K suggestions per trial as its members (population_search.py)
     stop: {training_iteration: 12}
     checkpoint: {frequency: 2, at_end: true, num_to_keep: 2}   # keeps the 2 best by tune.metric, and the latest
     failure: {max_failures: 0}
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import pathlib
 from collections.abc import Mapping
 from typing import Any
@@ -53,7 +55,7 @@ from ajax_tune.config import ConfigError, check_keys, parse_section
 from ajax_tune.fields import config_section, static
 from ajax_tune.imports import did_you_mean
 from ajax_tune.results import check_metric
-from ajax_tune.spaces import has_grid, parse_spaces, sample, to_tune
+from ajax_tune.spaces import domains, has_grid, parse_spaces, sample, to_tune
 from ajax_tune.tune_choices import (
     CHOICES,
     build_scheduler,
@@ -80,6 +82,9 @@ class TuneSection:
     max_concurrent_trials: int = static(0, ge=0, doc="trials running at once; 0: as many as resources allow")
     reuse_actors: bool = static(False, doc="start a new trial in a finished trial's actor (no recompiling)")
     seed: int = static(0, ge=0, doc="the search's seed, unless its options give one")
+    population: int = static(
+        0, ge=0, doc="configs per trial: K suggestions packed as one trial's members (population_search.py); 0: one per trial"
+    )
 
 
 @config_section("checkpoint")
@@ -156,6 +161,8 @@ class Experiment:
         section = dataclasses.replace(section, search=search, scheduler=scheduler)
         build_scheduler(section)  # validates the options without starting anything
         build_searcher(section)
+        if section.population or "population" in (raw.get("tune") or {}):
+            _check_population(section, members, scheduler)
         checkpoint = parse_section(CheckpointSection, _mapping(raw, "checkpoint"), "checkpoint")
         failure = parse_section(FailureSection, _mapping(raw, "failure"), "failure")
         stop = _stop(raw.get("stop"))
@@ -170,7 +177,16 @@ class Experiment:
             **named_metrics("search", search),
             **named_metrics("scheduler", scheduler),
         }
-        trial_checks(sample(trial), metrics, config_paths("scheduler", scheduler))
+        checked = sample(trial)
+        if section.population:  # each trial is a population: its member keys, selected by tune.metric
+            checked["population"] = {"size": section.population, "select": {"metric": section.metric, "mode": section.mode}}
+        try:
+            trial_checks(checked, metrics, config_paths("scheduler", scheduler))
+        except ConfigError as exc:  # the members' selection metric is tune.metric: name what the user wrote
+            select = "population.select.metric"
+            if section.population and str(exc).startswith(select):
+                raise ConfigError(f"tune.metric{str(exc)[len(select) :]} (tune.population selects members by it)") from None
+            raise
         return cls(
             name=name,
             trial=trial,
@@ -187,6 +203,10 @@ class Experiment:
     def param_space(self) -> dict:
         return to_tune(self.trial)
 
+    def num_configs(self) -> int:
+        """The configs the search draws: `num_samples`, times the grid's points where it has one."""
+        return self.tune.num_samples * math.prod(len(d.args) for d in domains(self.trial) if d.kind == "grid")
+
     def tuner(self, storage_path: str | None = None, callbacks: list | None = None):
         from ray import tune
 
@@ -195,14 +215,22 @@ class Experiment:
 
         section = self.tune
         search = CHOICES["search"][section.search["name"]]
+        if section.population:
+            from ajax_tune.population_search import searcher_for
+
+            # num_samples counts configs (each grid point num_samples times): the wrapper stops there
+            search_alg, num_samples, limit = searcher_for(section), self.num_configs(), section.max_concurrent_trials or None
+        else:
+            # a search that takes the limit itself has it already; Tune would only warn
+            limit = None if search.concurrency else section.max_concurrent_trials or None
+            search_alg, num_samples = build_searcher(section), section.num_samples
         tune_config = tune.TuneConfig(
             metric=section.metric,
             mode=section.mode,
-            num_samples=section.num_samples,
-            search_alg=build_searcher(section),
+            num_samples=num_samples,
+            search_alg=search_alg,
             scheduler=build_scheduler(section),
-            # a search that takes the limit itself has it already; Tune would only warn
-            max_concurrent_trials=None if search.concurrency else section.max_concurrent_trials or None,
+            max_concurrent_trials=limit,
             reuse_actors=section.reuse_actors,
             **trial_names(),
         )
@@ -227,6 +255,30 @@ class Experiment:
 
 
 # -- the sections outside `trial` ----------------------------------------------------------------
+
+
+def _check_population(section: TuneSection, members: Any, scheduler: Mapping) -> None:
+    """`tune.population`: a whole number of members per trial, a trial config without a
+    population of its own, a scheduler that treats trials as wholes; the wrapped search built
+    (its options checked) without starting anything."""
+    from ajax_tune.population_search import searcher_for
+
+    if section.population < 1:
+        raise ConfigError(
+            f"tune.population must be a whole number of configs per trial >= 1, got {section.population!r} "
+            f"(leave it out for one config per trial)"
+        )
+    if members is not None:
+        raise ConfigError(
+            "tune.population packs the search's suggestions into each trial's population; "
+            "the trial config cannot have a population section too (give one or the other)"
+        )
+    if scheduler["name"] in ("pbt", "pb2"):
+        raise ConfigError(
+            f"tune.population: {scheduler['name']} mutates a trial's config, which a population's members override; "
+            f"use population-based training inside the trial, or no tune.population"
+        )
+    searcher_for(section)
 
 
 def _name(value: Any, default: str) -> str:

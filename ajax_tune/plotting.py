@@ -171,6 +171,31 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
     return trials
 
 
+def member_series(trial: TrialSeries) -> list[TrialSeries]:
+    """A population trial's members as series of their own (`member/<k>/<key>` read as `<key>`),
+    labelled by the settings that set them apart; [] for a trial without a population. The
+    trial's headline curve is its best member's at each row, so the members' curves replace it."""
+    frame = trial.frame
+    if K.POPULATION_KEYS[0] not in frame or frame[K.POPULATION_KEYS[0]].dropna().empty:
+        return []
+    size = int(frame[K.POPULATION_KEYS[0]].max())
+    shared = [c for c in (STEP, "timesteps_this_iter", "training_iteration") if c in frame]
+    members = []
+    for k in range(size):
+        prefix = K.member_key(k, "")
+        own = {c: c[len(prefix) :] for c in frame.columns if c.startswith(prefix)}
+        members.append(pd.concat([frame[shared], frame[list(own)].rename(columns=own)], axis=1))
+    settings = sorted({c for m in members for c in m.columns if c.startswith(("agent/", "train/"))})
+    differing = [c for c in settings if len({_short(m[c].iloc[-1]) for m in members if c in m}) > 1]
+    out = []
+    for k, member in enumerate(members):
+        parts = [f"{c.split('/', 1)[1]}={_short(float(member[c].iloc[-1]))}" for c in differing if c in member]
+        label = " ".join([f"{trial.label} m{k}".strip(), *parts])
+        label = label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
+        out.append(TrialSeries(f"{trial.trial_id}/m{k}", label, member, lineage_segments(member)))
+    return out
+
+
 def experiment_metric(experiment_dir: str | pathlib.Path) -> str | None:
     """The metric the experiment was run with (`TuneConfig(metric=...)`), from the newest
     experiment state Tune wrote; None when there is none to read."""
@@ -188,9 +213,10 @@ def plot_experiment(
     experiment_dir: str | pathlib.Path, out_dir: str | pathlib.Path | None = None, metric: str | None = None
 ) -> list[pathlib.Path]:
     """Write learning_curves.png (the experiment's metric, and the evaluation return beside it
-    when the metric is another), learning_rates.png, (when a curriculum moved or reports levels)
-    curriculum.png, with one subplot per task field that moved, and (when results carry task
-    histograms, as with a task sampler) task_distribution.png; returns the paths.
+    when the metric is another; a population trial as one curve per member), learning_rates.png,
+    (when a curriculum moved or reports levels) curriculum.png, with one subplot per task field
+    that moved, and (when results carry task histograms, as with a task sampler)
+    task_distribution.png; returns the paths.
 
     `metric` defaults to the one the experiment was run with, else the evaluation return."""
     trials = load_trials(experiment_dir)
@@ -198,7 +224,8 @@ def plot_experiment(
     out = pathlib.Path(out_dir) if out_dir is not None else pathlib.Path(experiment_dir) / "plots"
     out.mkdir(parents=True, exist_ok=True)
     colors = _colors(len(trials))
-    written = [_save(learning_curves_figure(trials, colors, metric), out / "learning_curves.png")]
+    curves = [curve for trial in trials for curve in (member_series(trial) or [trial])]
+    written = [_save(learning_curves_figure(curves, _colors(len(curves)), metric), out / "learning_curves.png")]
     fields = _curriculum_fields(trials)
     if fields:
         written.append(_curriculum(trials, colors, fields, out / "curriculum.png"))

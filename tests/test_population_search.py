@@ -1,0 +1,311 @@
+"""Searchers that see members: K suggestions of a Tune searcher packed into one population trial,
+each member reported back to the searcher as a trial of its own (`ajax_tune.population_search`)."""
+
+import json
+import math
+
+import pytest
+import yaml
+from ray import tune
+from ray.tune.search import Searcher
+
+from ajax_tune import keys as K
+from ajax_tune.config import ConfigError
+from ajax_tune.experiment import Experiment
+from ajax_tune.population_search import PopulationSearcher, VariantSearcher, member_result, split_suggestion
+from tests.support.helpers import corridor_config, import_extra
+
+METRIC = "eval/return_mean"
+
+
+def cartpole_trial(**agent):
+    """Tiny PPO on cartpole: one call is 512 env steps per seed."""
+    config = corridor_config(agent=agent, train={"timesteps_per_iteration": 512, "num_seeds": 1, "eval_episodes": 2})
+    config["env"] = {"name": "cartpole"}
+    return config
+
+
+class Recorder(Searcher):
+    """A searcher that hands out a fixed list of suggestions (then FINISHED, or None where the
+    list says so) and records what it is told, to check the wrapper's bookkeeping."""
+
+    def __init__(self, suggestions):
+        super().__init__(metric=METRIC, mode="max")
+        self.suggestions, self.asked, self.results, self.completed = list(suggestions), [], [], []
+
+    def suggest(self, trial_id):
+        self.asked.append(trial_id)
+        return self.suggestions.pop(0) if self.suggestions else Searcher.FINISHED
+
+    def on_trial_result(self, trial_id, result):
+        self.results.append((trial_id, result))
+
+    def on_trial_complete(self, trial_id, result=None, error=False):
+        self.completed.append((trial_id, result, error))
+
+
+def wrapped(suggestions, size, num_samples=None, space=None):
+    inner = Recorder(suggestions)
+    searcher = PopulationSearcher(inner, size=size)
+    spec = {} if num_samples is None else {"num_samples": num_samples}
+    space = space or cartpole_trial(lr=tune.loguniform(1e-4, 1e-2), num_envs=tune.choice([4, 8]))
+    searcher.set_search_properties(METRIC, "max", space, **spec)
+    return searcher, inner
+
+
+def lr(value, **agent):
+    return {"agent": {"lr": value, **agent}}
+
+
+# -- packing (no Ray, nothing compiles) -------------------------------------------------------
+
+
+def test_a_suggestion_splits_into_its_static_part_and_a_members_override():
+    shared, member = split_suggestion(
+        {
+            "agent": {"lr": {"peak": 1e-3}, "num_envs": 4, "ent_coef": 0.0},
+            "train": {"seed": 3, "num_seeds": 2},
+            "env": {"name": "x"},
+        },
+        "ppo",
+    )
+    assert member == {"agent": {"lr": {"peak": 1e-3}, "ent_coef": 0.0}, "train": {"seed": 3}}
+    assert shared == {"agent": {"num_envs": 4}, "train": {"num_seeds": 2}, "env": {"name": "x"}}
+
+
+def test_suggestions_fill_trials_of_size_and_num_samples_counts_configs():
+    searcher, inner = wrapped([lr(v) for v in (1e-3, 2e-3, 3e-3, 4e-3, 5e-3, 6e-3, 7e-3)], size=3, num_samples=5)
+    first, second, third = (searcher.suggest(t) for t in ("a", "b", "c"))
+    assert [m["agent"]["lr"] for m in first["population"]["members"]] == [1e-3, 2e-3, 3e-3]
+    assert first["agent"]["lr"] == 1e-3  # the first member's values are the trial's base: every searched key is set
+    assert first["population"]["select"] == {"metric": METRIC, "mode": "max"}
+    assert [m["agent"]["lr"] for m in second["population"]["members"]] == [4e-3, 5e-3]  # the budget's remainder
+    assert third == Searcher.FINISHED and len(inner.asked) == 5  # 5 configs drawn, not 5 trials
+    assert searcher.member_ids("a") == inner.asked[:3] and searcher.member_ids("b") == inner.asked[3:]
+
+
+def test_suggestions_that_differ_in_a_static_setting_go_to_different_trials():
+    drawn = [lr(1e-3, num_envs=4), lr(2e-3, num_envs=8), lr(3e-3, num_envs=4), lr(4e-3, num_envs=8), lr(5e-3, num_envs=4)]
+    searcher, _ = wrapped(drawn, size=3)
+    trials = [searcher.suggest(t) for t in ("a", "b", "c")]
+    assert trials[0]["agent"]["num_envs"] == 4 and [m["agent"]["lr"] for m in trials[0]["population"]["members"]] == [
+        1e-3,
+        3e-3,
+        5e-3,
+    ]
+    # the searcher finished with two of num_envs 8 waiting: they go out together, never dropped
+    assert trials[1]["agent"]["num_envs"] == 8 and [m["agent"]["lr"] for m in trials[1]["population"]["members"]] == [2e-3, 4e-3]
+    assert all("num_envs" not in m["agent"] for t in trials[:2] for m in t["population"]["members"])
+    assert trials[2] == Searcher.FINISHED
+
+
+def test_finished_or_nothing_mid_pack_sends_what_waits():
+    searcher, _ = wrapped([lr(1e-3), lr(2e-3)], size=4)  # FINISHED after two
+    assert [m["agent"]["lr"] for m in searcher.suggest("a")["population"]["members"]] == [1e-3, 2e-3]
+    assert searcher.suggest("b") == Searcher.FINISHED
+
+    searcher, inner = wrapped([lr(1e-3), None, lr(2e-3), lr(3e-3)], size=2)  # None: nothing to suggest now
+    assert [m["agent"]["lr"] for m in searcher.suggest("a")["population"]["members"]] == [1e-3]
+    assert [m["agent"]["lr"] for m in searcher.suggest("b")["population"]["members"]] == [2e-3, 3e-3]
+    inner.suggestions = [None]
+    assert searcher.suggest("c") is None  # nothing waits and nothing comes: Tune asks again later
+
+
+def test_each_member_reports_to_the_wrapped_searcher_under_its_own_id():
+    searcher, inner = wrapped([lr(1e-3), lr(2e-3)], size=2)
+    searcher.suggest("trial")
+    ids = searcher.member_ids("trial")
+    result = {
+        "training_iteration": 1,
+        METRIC: 7.0,
+        K.member_key(0, METRIC): 3.0,
+        K.member_key(1, METRIC): 7.0,
+        K.member_key(0, "agent/lr"): 1e-3,
+        K.member_key(1, "agent/lr"): 2e-3,
+    }
+    searcher.on_trial_result("trial", {**result, K.member_key(0, METRIC): math.nan})  # a NaN is not a report
+    assert [(i, r[METRIC]) for i, r in inner.results] == [(ids[1], 7.0)]
+    searcher.on_trial_complete("trial", result)
+    searcher.on_trial_complete("trial", result)  # once only
+    assert [(i, r[METRIC], r["training_iteration"], r["agent/lr"], e) for i, r, e in inner.completed] == [
+        (ids[0], 3.0, 1, 1e-3, False),
+        (ids[1], 7.0, 1, 2e-3, False),
+    ]
+    assert member_result(result, 1) == {"training_iteration": 1, METRIC: 7.0, "agent/lr": 2e-3}
+
+
+def test_random_and_grid_draws_count_every_grid_point_num_samples_times():
+    space = {"agent": {"lr": {"loguniform": [1e-4, 1e-2]}, "gamma": {"grid": [0.9, 0.99]}}}
+    experiment = Experiment.from_dict({"trial": cartpole_trial(**space["agent"]), "tune": {"population": 3, "num_samples": 2}})
+    assert experiment.num_configs() == 4
+    searcher = PopulationSearcher(VariantSearcher(random_state=0), size=3)
+    searcher.set_search_properties(METRIC, "max", experiment.param_space(), num_samples=experiment.num_configs())
+    trials = [searcher.suggest(t) for t in "abc"]
+    members = [m["agent"] for t in trials[:2] for m in t["population"]["members"]]
+    assert [m["gamma"] for m in members] == [0.9, 0.99, 0.9, 0.99] and len({m["lr"] for m in members}) == 4
+    assert trials[2] == Searcher.FINISHED
+    result = {"training_iteration": 1, **{K.member_key(k, METRIC): 1.0 for k in range(3)}}
+    for trial_id in "ab":  # what Tune does when a trial ends: random draws take it and learn nothing
+        searcher.on_trial_result(trial_id, result)
+        searcher.on_trial_complete(trial_id, result)
+
+
+@pytest.mark.parametrize(
+    "section, trial, message",
+    [
+        ({"population": 0}, {}, r"^tune.population must be a whole number of configs per trial >= 1, got 0"),
+        ({"population": 2.5}, {}, r"^tune.population must be an integer, got 2.5"),
+        (
+            {"population": 2},
+            {"population": {"size": 2}},
+            r"^tune.population packs the search's suggestions .* cannot have a population section too",
+        ),
+        (
+            {"population": 2, "scheduler": {"name": "pbt", "hyperparam_mutations": {"agent": {"lr": [1e-3]}}}},
+            {},
+            r"^tune.population: pbt mutates a trial's config",
+        ),
+        (
+            {"population": 2, "search": {"name": "random", "points_to_evaluate": [{"agent": {"lr": 1e-3}}]}},
+            {},
+            r"^tune.search \(random\) with tune.population takes only \['seed', 'random_state', 'constant_grid_search'\], "
+            r"got \['points_to_evaluate'\]",
+        ),
+        ({"population": 2, "search": {"name": "optuna", "seeed": 1}}, {}, r"^tune.search \(optuna\): unknown option 'seeed'"),
+        (
+            {"population": 2, "metric": "loss/totl"},
+            {},
+            r"^tune.metric: metric 'loss/totl' is not in any",
+        ),
+    ],
+)
+def test_bad_population_searches_are_one_line_before_ray_starts(section, trial, message):
+    with pytest.raises(ConfigError, match=message) as info:
+        Experiment.from_dict({"trial": {**cartpole_trial(), **trial}, "tune": section})
+    assert len(str(info.value).splitlines()) == 1
+
+
+def test_a_population_searcher_needs_a_size_of_at_least_one():
+    with pytest.raises(ConfigError, match=r"^PopulationSearcher: size must be a whole number of members >= 1, got 0$"):
+        PopulationSearcher(size=0)
+
+
+# -- through Tuner.fit ---------------------------------------------------------------------
+
+
+def test_optuna_learns_from_every_member_of_one_trial(ray_session, tmp_path):
+    """num_samples 4 with a population of 4: one trial, and Optuna's study holds 4 completed
+    trials whose values are the members' own last reports."""
+    optuna = import_extra("optuna", extra="optuna")
+    from optuna.samplers import TPESampler
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+    from optuna.trial import TrialState
+    from ray.tune.search.optuna import OptunaSearch
+
+    from ajax_tune import AjaxTrainable
+    from ajax_tune.tune_output import trial_names
+
+    storage = JournalStorage(JournalFileBackend(str(tmp_path / "study.log")))  # read back after the fit
+    sampler = TPESampler(seed=3, constant_liar=True)  # a pack's suggestions spread out
+    searcher = PopulationSearcher(OptunaSearch(sampler=sampler, storage=storage, study_name="members"), size=4)
+    space = cartpole_trial(lr=tune.loguniform(1e-4, 1e-2), ent_coef=tune.uniform(0.0, 0.02))
+    results = tune.Tuner(
+        AjaxTrainable,
+        param_space=space,
+        tune_config=tune.TuneConfig(metric=METRIC, mode="max", num_samples=4, search_alg=searcher, **trial_names()),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="optuna", stop={"training_iteration": 2}, verbose=0),
+    ).fit()
+    assert results.num_errors == 0, [r.error for r in results if r.error]
+    assert len(results) == 1
+    result = results[0]
+    assert result.metrics["population/size"] == 4.0 and result.metrics["perf/compilations"] == 1
+    members = result.config["population"]["members"]
+    study = [t for t in optuna.load_study(study_name="members", storage=storage).trials if t.state == TrialState.COMPLETE]
+    assert len(study) == 4
+    reported = [result.metrics[K.member_key(k, METRIC)] for k in range(4)]
+    assert [t.value for t in study] == reported
+    # each Optuna trial is the member that ran its suggestion, and saw its intermediate reports
+    for k, trial in enumerate(study):
+        assert trial.params == {"agent/lr": members[k]["agent"]["lr"], "agent/ent_coef": members[k]["agent"]["ent_coef"]}
+        assert result.metrics[K.member_key(k, "agent/lr/peak")] == pytest.approx(trial.params["agent/lr"])
+        # Tune hands a searcher every result but the one that stops the trial, which completes it
+        first = result.metrics_dataframe.set_index("training_iteration").loc[1]
+        assert trial.intermediate_values == {1: first[K.member_key(k, METRIC)]}
+
+
+def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_path, capsys):
+    """`tune.population: 2` with HyperOpt and 4 configs, by `ajax-tune run`: two trials of two
+    members, the members the values HyperOpt suggests when asked 4 times alike outside Tune;
+    the run names the best member's config, and the plot draws every member's curve."""
+    import_extra("hyperopt", extra="hyperopt")
+    from ajax_tune.cli import main
+    from ajax_tune.plotting import learning_curve, load_trials, member_series
+    from ajax_tune.population_search import searcher_for
+
+    raw = {
+        "name": "hyperopt_population",
+        "trial": cartpole_trial(lr={"loguniform": [1e-4, 1e-2]}),
+        "stop": {"training_iteration": 1},
+        "checkpoint": {"at_end": False},
+        "tune": {"search": {"name": "hyperopt", "seed": 5}, "num_samples": 4, "population": 2},
+    }
+    path = tmp_path / "experiment.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(path), "--storage-path", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    directory = tmp_path / "results" / "hyperopt_population"
+    rows = {p.parent.name: json.loads(p.read_text().splitlines()[-1]) for p in directory.glob("*/result.json")}
+    configs = {p.parent.name: json.loads(p.read_text()) for p in directory.glob("*/params.json")}
+    assert len(rows) == 2 and all(len(c["population"]["members"]) == 2 for c in configs.values())
+    ran = sorted(m["agent"]["lr"] for c in configs.values() for m in c["population"]["members"])
+
+    experiment = Experiment.from_dict(raw)
+    alone = searcher_for(experiment.tune).searcher
+    alone.set_search_properties(METRIC, "max", experiment.param_space())
+    assert ran == sorted(alone.suggest(f"v{i}")["agent"]["lr"] for i in range(4))
+    assert len(set(ran)) == 4 and all(1e-4 <= v <= 1e-2 for v in ran)
+
+    # the best trial's best member and the override that made it
+    name, row = max(rows.items(), key=lambda item: item[1][METRIC])
+    best = int(row["population/best_member"])
+    assert row[METRIC] == row[K.member_key(best, METRIC)]
+    best_lr = configs[name]["population"]["members"][best]["agent"]["lr"]
+    assert f"  best member              {best} of 2 " in out
+    assert f"  its config               agent.lr={best_lr:.6g}\n" in out
+
+    # every member's curve: the plot's series are the members, with their own returns
+    assert (directory / "plots" / "learning_curves.png").is_file()
+    trials = load_trials(directory)
+    members = [m for t in trials for m in member_series(t)]
+    assert len(members) == 4
+    for trial in trials:
+        last = rows[next(n for n in rows if rows[n]["trial_id"] == trial.trial_id)]
+        for k, member in enumerate(member_series(trial)):
+            _, returns, _, _ = learning_curve(member.segments[0])
+            assert returns[-1] == last[K.member_key(k, METRIC)]
+            assert f"m{k} " in member.label
+
+
+def test_the_best_members_config_when_members_were_drawn_inside_the_trial():
+    from ajax_tune.cli import best_member_lines
+
+    row = {"population/size": 2.0, "population/best_member": 1.0}
+    row |= {
+        "member/0/agent/lr/peak": 1e-3,
+        "member/1/agent/lr/peak": 2e-3,
+        "member/0/agent/gamma": 0.99,
+        "member/1/agent/gamma": 0.99,
+    }
+    lines = best_member_lines({"population": {"size": 2, "space": {}}}, row)
+    assert (
+        lines[0].startswith("  best member              1 of 2 ") and lines[1] == "  its config               agent.lr.peak=0.002"
+    )
+    assert best_member_lines({}, {"eval/return_mean": 1.0}) == []  # not a population trial
+
+
+def test_constants_a_searcher_repeats_stay_out_of_a_members_override():
+    space = cartpole_trial(lr={"loguniform": [1e-4, 1e-2]})
+    whole = {**space, "agent": {**space["agent"], "lr": 2e-3, "hidden_sizes": (32, 32)}}  # as HyperOpt suggests
+    searcher, _ = wrapped([whole], size=1, space=space)
+    assert searcher.suggest("a")["population"]["members"] == [{"agent": {"lr": 2e-3}}]
