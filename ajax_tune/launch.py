@@ -225,6 +225,57 @@ def start_local_ray(num_cpus: int | None) -> None:
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
 
+def start_local_ray_in_background(num_cpus: int | None) -> Callable[[], None]:
+    """`start_local_ray` in a thread, so that the driver builds its Tuner while Ray's processes
+    start (most of `ray.init` is waiting for them). Returns `wait`: it blocks until Ray is up and
+    raises what the start raised. Called only after every check of the experiment has passed, so
+    a refused config never starts a Ray (nor waits for one)."""
+    import logging
+    import threading
+
+    compat.set_driver_sigterm_handler()  # what ray.init sets when it runs in the main thread
+    quiet = _DropMessage(compat.OFF_MAIN_THREAD_WARNING)
+    logger = logging.getLogger(compat.RAY_WORKER_LOGGER)
+    logger.addFilter(quiet)
+    failure: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            start_local_ray(num_cpus)
+        except BaseException as exc:  # handed to the main thread by `wait`
+            failure.append(exc)
+
+    thread = threading.Thread(target=start, name="ajax-tune-ray-start", daemon=True)
+    thread.start()
+
+    def wait() -> None:
+        thread.join()
+        logger.removeFilter(quiet)
+        if failure:
+            raise failure[0]
+
+    return wait
+
+
+class _DropMessage:
+    """A logging filter that drops the records whose message contains `text`."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def filter(self, record) -> bool:
+        return self.text not in record.getMessage()
+
+
+def stop_local_ray() -> None:
+    """Stop the local Ray of this run as soon as its results are reported: every process told at
+    once (`compat.stop_local_ray_at_once`), not one after another at interpreter exit."""
+    import ray
+
+    if ray.is_initialized():
+        compat.stop_local_ray_at_once()
+
+
 def join_ray(address: str) -> None:
     """Connect to a running cluster, or say in one line why not and what to set."""
     import ray

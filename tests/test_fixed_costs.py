@@ -1,0 +1,76 @@
+"""What `ajax-tune run` and a trial overlap to reach a first result sooner, and that the overlap
+changes no result and leaves nothing behind: the training program compiled beside the initial
+state (one compilation, the same parameters), and a local Ray started in the background while
+the Tuner is built (a failure then still exits 2 with its one line, and stops that Ray)."""
+
+from __future__ import annotations
+
+import time
+
+import jax
+import numpy as np
+import psutil
+import pytest
+
+from ajax_tune import compat
+from ajax_tune.cli import main
+from ajax_tune.errors import ConfigError
+from ajax_tune.runner import Runner
+from tests.support.helpers import corridor_config
+
+RAY_PROGRAMS = ("gcs_server", "raylet", "dashboard", "log_monitor", "monitor.py", "runtime_env", "default_worker")
+
+
+def ray_descendants() -> list[str]:
+    """This process's descendants that are Ray's (the watcher `ajax_tune.reaper` is ours)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            line = " ".join(child.cmdline())
+            if child.status() != psutil.STATUS_ZOMBIE and any(p in line for p in RAY_PROGRAMS):
+                found.append(line[:120])
+        except psutil.Error:
+            pass
+    return found
+
+
+def test_the_training_program_compiled_ahead_is_the_one_the_first_call_runs():
+    config = corridor_config(train={"total_timesteps": 4096, "timesteps_per_iteration": 512, "num_seeds": 2, "eval_episodes": 2})
+    ahead, plain = Runner(config, compile_ahead=True), Runner(config)
+    assert ahead.loop.traces == 1 and compat.jit_cache_size(ahead.loop._train) == 0  # compiled, not yet called
+    first = ahead.train()
+    assert first["perf/compilations"] == 1 and ahead.loop.traces == 1
+    expected = plain.train()
+    assert first["eval/return_mean"] == expected["eval/return_mean"]
+    for a, b in zip(jax.tree.leaves(ahead.state.agent), jax.tree.leaves(plain.state.agent), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert ahead.train()["perf/compilations"] == 1
+
+
+@pytest.mark.slow
+def test_a_failure_while_ray_starts_in_the_background_exits_2_and_stops_that_ray(tmp_path, capsys, monkeypatch):
+    import ray
+
+    from ajax_tune.experiment import Experiment
+
+    assert not ray.is_initialized() and not ray_descendants()
+    started = []
+    real_tuner = Experiment.tuner
+
+    def tuner(self, *args, **kwargs):  # fails while Ray starts beside it, as a bad callback would
+        started.append(time.monotonic())
+        real_tuner(self, *args, **kwargs)
+        raise ConfigError("wandb.project: refused here, after every check passed")
+
+    monkeypatch.setattr(Experiment, "tuner", tuner)
+    config = tmp_path / "small.yaml"
+    config.write_text("trial: {env: {name: corridor}, train: {total_timesteps: 1024, timesteps_per_iteration: 512}}\n")
+    code = main(["run", str(config), "--storage-path", str(tmp_path / "r"), "--no-plots", "--num-cpus", "1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and started
+    assert err[-1] == "ajax-tune run: error: wandb.project: refused here, after every check passed"
+    assert not ray.is_initialized()
+    deadline = time.monotonic() + 10
+    while ray_descendants() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not ray_descendants()
