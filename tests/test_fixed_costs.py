@@ -58,16 +58,19 @@ def test_a_failure_while_ray_starts_in_the_background_exits_2_and_stops_that_ray
     real_tuner = Experiment.tuner
 
     def tuner(self, *args, **kwargs):  # fails while Ray starts beside it, as a bad callback would
-        started.append(time.monotonic())
         real_tuner(self, *args, **kwargs)
+        deadline = time.monotonic() + 60
+        while not ray_descendants() and time.monotonic() < deadline:  # Ray's processes are starting beside us
+            time.sleep(0.1)
+        started.append(bool(ray_descendants()))
         raise ConfigError("wandb.project: refused here, after every check passed")
 
     monkeypatch.setattr(Experiment, "tuner", tuner)
     config = tmp_path / "small.yaml"
-    config.write_text("trial: {env: {name: corridor}, train: {total_timesteps: 1024, timesteps_per_iteration: 512}}\n")
+    config.write_text("trial: {env: {name: corridor}, train: {total_timesteps: 4096, timesteps_per_iteration: 2048}}\n")
     code = main(["run", str(config), "--storage-path", str(tmp_path / "r"), "--no-plots", "--num-cpus", "1"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and started
+    assert code == 2 and started == [True]
     assert err[-1] == "ajax-tune run: error: wandb.project: refused here, after every check passed"
     assert not ray.is_initialized()
     deadline = time.monotonic() + 10
