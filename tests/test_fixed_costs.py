@@ -77,3 +77,25 @@ def test_a_failure_while_ray_starts_in_the_background_exits_2_and_stops_that_ray
     while ray_descendants() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not ray_descendants()
+
+
+@pytest.mark.slow
+def test_a_run_on_a_ray_started_in_the_background_finishes_and_leaves_no_ray(tmp_path, capsys):
+    import ray
+
+    assert not ray.is_initialized() and not ray_descendants()
+    config = tmp_path / "small.yaml"
+    config.write_text(
+        "trial: {env: {name: corridor}, agent: {num_envs: 8, unroll_length: 16}, "
+        "train: {total_timesteps: 256, timesteps_per_iteration: 128, eval_episodes: 2}}\nstop: {training_iteration: 2}\n"
+    )
+    code = main(["run", str(config), "--storage-path", str(tmp_path / "r"), "--no-plots", "--num-cpus", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "Best trial:" in out
+    rows = [line for line in next((tmp_path / "r").glob("small/*/result.json")).read_text().splitlines() if line.strip()]
+    assert len(rows) == 2  # Ray's processes lived through the fit
+    assert not ray.is_initialized()
+    deadline = time.monotonic() + 10
+    while ray_descendants() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not ray_descendants()

@@ -107,7 +107,8 @@ def _patch(module) -> None:
     for dotted, label in CALLS.get(module.__name__, ()):
         owner, _, attr = dotted.rpartition(".")
         target = getattr(module, owner) if owner else module
-        setattr(target, attr, _timed(getattr(target, attr), label))
+        if hasattr(target, attr):  # an older tree may lack one
+            setattr(target, attr, _timed(getattr(target, attr), label))
     if module.__name__ == "jax":
         _listen_to_jax(module)
 
