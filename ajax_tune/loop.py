@@ -340,16 +340,6 @@ class TrainLoop:
         the one compiled program."""
         return self._train(jax.device_put(state, self.device))
 
-    def compile_train(self) -> None:
-        """Compile `train` for this loop's state before its first call, from the state's shapes
-        alone (no state needed): a caller may run it beside `init`, whose own compilation then
-        overlaps it. The first call finds the program compiled (jit shares its traces and
-        executables with ahead-of-time lowering when the arguments match, placement included),
-        so nothing is compiled twice and `compilations` stays 1."""
-        placed = jax.sharding.SingleDeviceSharding(self.device)
-        shapes = jax.tree.map(lambda s: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=placed), self.abstract_state())
-        self._train.lower(shapes).compile()
-
     def _counted_call(self, state: TrainState):
         self.traces += 1  # runs only while tracing
         return self.call(state)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import logging
 import math
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -54,31 +53,12 @@ class DivergedError(RuntimeError):
 
 
 class Runner:
-    def __init__(self, config: Mapping | Config, *, trial_id: str = "", trial_name: str = "", compile_ahead: bool = False):
-        """`compile_ahead`: compile the training program in a thread while the initial state is
-        built (its own program compiles meanwhile), instead of at the first `train`; the same
-        program either way, so results do not change, only when the seconds are spent."""
+    def __init__(self, config: Mapping | Config, *, trial_id: str = "", trial_name: str = ""):
         self.trial_id, self.trial_name = trial_id, trial_name
         self.config = Config.from_dict(config)
         self.retired_compilations = 0  # of loops this runner replaced (reconfigure)
         self._build_loop()
-        ahead = self._compile_ahead() if compile_ahead else None
-        try:
-            self._start_run()
-        finally:
-            if ahead is not None:
-                ahead.join()
-
-    def _compile_ahead(self) -> threading.Thread:
-        def run() -> None:
-            try:
-                self.loop.compile_train()
-            except Exception:  # the first call compiles instead, and says what is wrong
-                logger.debug("compiling the training program ahead of its first call failed", exc_info=True)
-
-        thread = threading.Thread(target=run, name="ajax-tune-compile-ahead", daemon=True)
-        thread.start()
-        return thread
+        self._start_run()
 
     # -- building ------------------------------------------------------------------------
 

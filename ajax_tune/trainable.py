@@ -31,8 +31,7 @@ class AjaxTrainable(tune.Trainable):
         self.jax_settings = configure_jax(parsed.resources.cpu, parsed.resources.gpu)
         from ajax_tune.runner import Runner
 
-        # the training program compiles beside the initial state's, not after it
-        self.runner = Runner(parsed, trial_id=self.trial_id, trial_name=self.trial_name, compile_ahead=True)
+        self.runner = Runner(parsed, trial_id=self.trial_id, trial_name=self.trial_name)
 
     def step(self) -> dict[str, Any]:
         result = self.runner.train()
