@@ -117,8 +117,8 @@ def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothin
 def test_split_runs_with_save_and_restore_are_bit_identical(tmp_path, build):
     """One call of 6 unrolls == 3 calls of 2, each into a fresh loop restored from a checkpoint.
 
-    Measured alone-ish on 2 shared cores (load average about 6), fully optimised: 75 s, mostly
-    compiling the four loops (289 s before the replay ran the carry-free part outside its loop)."""
+    Measured on 2 shared cores (load average about 6), fully optimised: 75 s for four loops, each
+    compiled (289 s before the replay ran the carry-free part outside its loop)."""
     assert jax.config.read("jax_disable_most_optimizations") is (build == "few_passes")
     long_loop = tiny_loop(timesteps_per_iteration=6 * UNROLL)
     one_call = host(long_loop.train(long_loop.init(seed=5)))
