@@ -188,19 +188,28 @@ def cmd_run(args) -> int:
         print(note, file=sys.stderr)
         experiment = dataclasses.replace(experiment, name=directory.name)
     release = launch.lock_experiment(directory)
+    ray_up = None  # waits for a local Ray starting in the background, ours to stop at the end
     try:
         wandb_settings = experiment.wandb if experiment.wandb is not None else ({} if args.wandb else None)
-        _start_ray(args.address, args.num_cpus, wanted)
+        ray_up = _start_ray_in_background(args.address, args.num_cpus)
+        if ray_up is None:
+            _start_ray(args.address, args.num_cpus, wanted)
         callbacks = []
         if wandb_settings is not None:
             from ajax_tune.wandb_logging import wandb_callback
 
             callbacks.append(wandb_callback(**wandb_settings))
         tuner = experiment.tuner(storage_path=str(storage), callbacks=callbacks)
+        if ray_up is not None:
+            _wait_for_ray(ray_up, wanted)
         with result_box(experiment.tune.metric, args.verbose):
             results = tuner.fit()
         return _report(results, experiment.tune.metric, experiment.tune.mode, plots=not args.no_plots)
     finally:
+        if ray_up is not None:
+            with contextlib.suppress(BaseException):  # a start that failed has nothing more to say here
+                ray_up()
+            launch.stop_local_ray()
         release()
 
 
@@ -245,6 +254,29 @@ def _start_ray(address: str | None, num_cpus: int | None, wanted: dict | None) -
         launch.start_local_ray(num_cpus)
     if wanted:  # GPUs are known once Ray has looked; on a cluster, only a warning
         warning = launch.check_resources(wanted, launch.cluster_nodes(), local=not address)
+        if warning:
+            print(warning, file=sys.stderr)
+
+
+def _start_ray_in_background(address: str | None, num_cpus: int | None):
+    """For a local run whose experiment has passed every check: a Ray of our own starting while
+    the driver builds the Tuner. Returns the function that waits for it, or None (a cluster to
+    join, or a Ray this process already runs: `_start_ray` handles those)."""
+    import ray
+
+    from ajax_tune import launch
+
+    if address or os.environ.get("RAY_ADDRESS") or ray.is_initialized():
+        return None
+    return launch.start_local_ray_in_background(num_cpus)
+
+
+def _wait_for_ray(ray_up, wanted: dict | None) -> None:
+    from ajax_tune import launch
+
+    ray_up()
+    if wanted:  # GPUs are known once Ray has looked
+        warning = launch.check_resources(wanted, launch.cluster_nodes(), local=True)
         if warning:
             print(warning, file=sys.stderr)
 

@@ -225,6 +225,73 @@ def start_local_ray(num_cpus: int | None) -> None:
     ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
 
+def start_local_ray_in_background(num_cpus: int | None) -> Callable[[], None]:
+    """`start_local_ray` in a thread, so that the driver builds its Tuner while Ray's processes
+    start (most of `ray.init` is waiting for them). Returns `wait`: it blocks until Ray is up and
+    raises what the start raised. Called only after every check of the experiment has passed, so
+    a refused config never starts a Ray (nor waits for one).
+
+    The thread lives until `stop_local_ray`: Ray ties each process it starts to the death of its
+    parent, and on Linux that parent is the thread that started it, so Ray's processes would be
+    killed the moment a thread that had finished starting them ended."""
+    import logging
+    import threading
+
+    global _RAY_THREAD_RELEASE
+    compat.set_driver_sigterm_handler()  # what ray.init sets when it runs in the main thread
+    quiet = _DropMessage(compat.OFF_MAIN_THREAD_WARNING)
+    logger = logging.getLogger(compat.RAY_WORKER_LOGGER)
+    logger.addFilter(quiet)
+    failure: list[BaseException] = []
+    ready, release = threading.Event(), threading.Event()
+    _RAY_THREAD_RELEASE = release
+
+    def start() -> None:
+        try:
+            start_local_ray(num_cpus)
+        except BaseException as exc:  # handed to the main thread by `wait`
+            failure.append(exc)
+        finally:
+            ready.set()
+        release.wait()  # Ray's processes die with this thread
+
+    threading.Thread(target=start, name="ajax-tune-ray", daemon=True).start()
+
+    def wait() -> None:
+        ready.wait()
+        logger.removeFilter(quiet)
+        if failure:
+            raise failure[0]
+
+    return wait
+
+
+_RAY_THREAD_RELEASE = None  # set to let the thread that started a background Ray end
+
+
+class _DropMessage:
+    """A logging filter that drops the records whose message contains `text`."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def filter(self, record) -> bool:
+        return self.text not in record.getMessage()
+
+
+def stop_local_ray() -> None:
+    """Stop the local Ray of this run as soon as its results are reported: every process told at
+    once (`compat.stop_local_ray_at_once`), not one after another at interpreter exit."""
+    import ray
+
+    global _RAY_THREAD_RELEASE
+    if ray.is_initialized():
+        compat.stop_local_ray_at_once()
+    if _RAY_THREAD_RELEASE is not None:
+        _RAY_THREAD_RELEASE.set()
+        _RAY_THREAD_RELEASE = None
+
+
 def join_ray(address: str) -> None:
     """Connect to a running cluster, or say in one line why not and what to set."""
     import ray

@@ -150,6 +150,11 @@ def where_the_time_goes(events: list[dict], t0: float, last_row: dict, wall: flo
     last_call_end = at.get("solving_step_end")
     spans["last_call_to_fit_end"] = None if fit_end is None or last_call_end is None else round(fit_end - last_call_end, 3)
     spans["after_fit"] = None if fit_end is None else round(wall - fit_end, 3)
+    by_driver = [e for e in events if e.get("pid") == next((e["pid"] for e in events if e["event"] == "validate:start"), None)]
+    for label in ("report", "ray_stop"):  # what after_fit holds
+        start = next((e["t"] for e in by_driver if e["event"] == f"{label}:start"), None)
+        end = next((e["t"] for e in by_driver if e["event"] == f"{label}:end"), None)
+        spans[f"after_fit_{label}"] = None if start is None or end is None else round(end - start, 3)
     return {"spans": spans, "compile": full.get("compile", {}), "imports": full.get("imports", {})}
 
 

@@ -54,7 +54,9 @@ IMPORTS = (
 # Functions timed once their module has loaded: module -> [(object path, label)].
 CALLS = {
     "ajax_tune.experiment": [("Experiment.load", "validate"), ("Experiment.tuner", "build_tuner")],
-    "ajax_tune.cli": [("_start_ray", "ray_start"), ("_report", "report")],
+    "ajax_tune.cli": [("_start_ray", "ray_start_call"), ("_wait_for_ray", "ray_wait"), ("_report", "report")],
+    # Ray's start itself (in a background thread where the CLI starts it so) and its stop
+    "ajax_tune.launch": [("start_local_ray", "ray_start"), ("join_ray", "ray_start"), ("stop_local_ray", "ray_stop")],
     "ray.tune.tuner": [("Tuner.fit", "tuner_fit")],
     "ray.tune.trainable.trainable": [("Trainable.train", "tune_train")],
     "ajax_tune.trainable": [
@@ -105,7 +107,8 @@ def _patch(module) -> None:
     for dotted, label in CALLS.get(module.__name__, ()):
         owner, _, attr = dotted.rpartition(".")
         target = getattr(module, owner) if owner else module
-        setattr(target, attr, _timed(getattr(target, attr), label))
+        if hasattr(target, attr):  # an older tree may lack one
+            setattr(target, attr, _timed(getattr(target, attr), label))
     if module.__name__ == "jax":
         _listen_to_jax(module)
 
