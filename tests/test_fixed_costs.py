@@ -1,83 +1,52 @@
 """`ajax-tune run` starts its local Ray in the background once the experiment has passed every
 check, builds the Tuner meanwhile, and stops that Ray as soon as the results are reported: a
 failure while it starts still exits 2 with its one line and leaves no Ray, and a run on it
-finishes and leaves none."""
+finishes and leaves none. Each scenario runs in a fresh process (`tests/support/background_ray.py`),
+which starts without a Ray, as a user's `ajax-tune run` does."""
 
 from __future__ import annotations
 
-import time
+import json
+import os
+import pathlib
+import subprocess
+import sys
 
-import psutil
 import pytest
 
-from ajax_tune.cli import main
-from ajax_tune.errors import ConfigError
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-RAY_PROGRAMS = ("gcs_server", "raylet", "dashboard", "log_monitor", "monitor.py", "runtime_env", "default_worker")
-
-
-def ray_descendants() -> list[str]:
-    """This process's descendants that are Ray's (the watcher `ajax_tune.reaper` is ours)."""
-    found = []
-    for child in psutil.Process().children(recursive=True):
-        try:
-            line = " ".join(child.cmdline())
-            if child.status() != psutil.STATUS_ZOMBIE and any(p in line for p in RAY_PROGRAMS):
-                found.append(line[:120])
-        except psutil.Error:
-            pass
-    return found
+NO_RAY = {"ray_initialized": False, "ray_processes": []}
 
 
-@pytest.mark.slow
-def test_a_failure_while_ray_starts_in_the_background_exits_2_and_stops_that_ray(tmp_path, capsys, monkeypatch):
-    import ray
-
-    from ajax_tune.experiment import Experiment
-
-    assert not ray.is_initialized() and not ray_descendants()
-    started = []
-    real_tuner = Experiment.tuner
-
-    def tuner(self, *args, **kwargs):  # fails while Ray starts beside it, as a bad callback would
-        real_tuner(self, *args, **kwargs)
-        deadline = time.monotonic() + 60
-        while not ray_descendants() and time.monotonic() < deadline:  # Ray's processes are starting beside us
-            time.sleep(0.1)
-        started.append(bool(ray_descendants()))
-        raise ConfigError("wandb.project: refused here, after every check passed")
-
-    monkeypatch.setattr(Experiment, "tuner", tuner)
-    config = tmp_path / "small.yaml"
-    config.write_text("trial: {env: {name: corridor}, train: {total_timesteps: 4096, timesteps_per_iteration: 2048}}\n")
-    code = main(["run", str(config), "--storage-path", str(tmp_path / "r"), "--no-plots", "--num-cpus", "1"])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and started == [True]
-    assert err[-1] == "ajax-tune run: error: wandb.project: refused here, after every check passed"
-    assert not ray.is_initialized()
-    deadline = time.monotonic() + 10
-    while ray_descendants() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not ray_descendants()
-
-
-@pytest.mark.slow
-def test_a_run_on_a_ray_started_in_the_background_finishes_and_leaves_no_ray(tmp_path, capsys):
-    import ray
-
-    assert not ray.is_initialized() and not ray_descendants()
-    config = tmp_path / "small.yaml"
-    config.write_text(
-        "trial: {env: {name: corridor}, agent: {num_envs: 8, unroll_length: 16}, "
-        "train: {total_timesteps: 256, timesteps_per_iteration: 128, eval_episodes: 2}}\nstop: {training_iteration: 2}\n"
+def scenario(name: str, tmp_path) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.background_ray", name, str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
-    code = main(["run", str(config), "--storage-path", str(tmp_path / "r"), "--no-plots", "--num-cpus", "1"])
-    out = capsys.readouterr().out
-    assert code == 0 and "Best trial:" in out
-    rows = [line for line in next((tmp_path / "r").glob("small/*/result.json")).read_text().splitlines() if line.strip()]
-    assert len(rows) == 2  # Ray's processes lived through the fit
-    assert not ray.is_initialized()
-    deadline = time.monotonic() + 10
-    while ray_descendants() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not ray_descendants()
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_a_failure_while_ray_starts_in_the_background_exits_2_and_stops_that_ray(tmp_path):
+    seen = scenario("failing_start", tmp_path)
+    assert seen["before"] == NO_RAY
+    assert seen["code"] == 2 and seen["started"] == [True]  # Ray's processes were up when the failure came
+    assert seen["last_error_line"] == "ajax-tune run: error: wandb.project: refused here, after every check passed"
+    assert not seen["ray_initialized_after"] and seen["ray_processes_after"] == []
+
+
+@pytest.mark.slow
+def test_a_run_on_a_ray_started_in_the_background_finishes_and_leaves_no_ray(tmp_path):
+    seen = scenario("finishing_run", tmp_path)
+    assert seen["before"] == NO_RAY
+    assert seen["code"] == 0 and seen["reported_best"]
+    assert seen["rows"] == 2  # Ray's processes lived through the fit
+    assert not seen["ray_initialized_after"] and seen["ray_processes_after"] == []
