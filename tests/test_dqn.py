@@ -21,10 +21,6 @@ from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.schedules import Schedule
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 
-# Bit-identity is claimed for the build users run: checked there too (slow tier), and in the
-# quicker build the other tests use.
-BUILDS = pytest.mark.parametrize("build", ["few_passes", pytest.param("optimised", marks=pytest.mark.optimised)])
-
 # A small DQN whose buffer wraps around within a few updates, with learning under way after the
 # first update, a target network moved every other gradient step and observation statistics.
 SMALL = dict(
@@ -62,10 +58,10 @@ def hp(**values):
     return init_hparams(dataclasses.replace(DQNConfig(), **values))
 
 
-@BUILDS
-def test_split_run_with_restore_is_bit_identical_buffer_included(tmp_path, build):
+@pytest.mark.optimised  # bit-identity is claimed for the build users run
+def test_split_run_with_restore_is_bit_identical_buffer_included(tmp_path):
     """One call of 6 updates == two calls of 3 with a save and a restore into a fresh loop."""
-    assert jax.config.read("jax_disable_most_optimizations") is (build == "few_passes")
+    assert not jax.config.read("jax_disable_most_optimizations")
     long_loop = small_loop(timesteps_per_iteration=6 * UNROLL)
     long_state, long_rows = long_loop.train(long_loop.init(seed=5))
     long_state, long_rows = host(long_state), per_update(long_rows)

@@ -44,23 +44,19 @@ def test_ppo_solves_cartpole_within_500k_steps():
 
 
 @pytest.mark.learning
-def test_ppo_defaults_solve_cartpole_in_every_seed_group():
-    """A config that names only the env solves cartpole: the mean evaluation return of a group of 4
-    seeds after 491,520 env steps per seed is at least 475, in each group tried. Measured through
-    the Runner, groups 0-5: 500 in all six. The earlier defaults (observation statistics, a constant
-    3e-4) gave 500, 500, 500, 500, 419 and 500 (group 4 had reached 500 and slid back)."""
+def test_ppo_defaults_solve_cartpole():
+    """A config that names only the env solves cartpole: the mean evaluation return of 4 seeds
+    after 491,520 env steps per seed is at least 475. Measured through the Runner, seed groups
+    0-5 (seeds 0-3, 1-4, ...): 500 in all six; the test runs group 0. The earlier defaults
+    (observation statistics, a constant 3e-4) gave 500, 500, 500, 500, 419 and 500 (group 4 had
+    reached 500 and slid back)."""
     train = {"total_timesteps": 491_520, "timesteps_per_iteration": 49_152, "num_seeds": 4}
     runner = Runner({"env": {"name": "cartpole"}, "train": train})
-    finals = {}
-    for group in (0, 1):
-        if group:  # the seed is read when a run starts: the same program trains the next group
-            assert not runner.reconfigure({"env": {"name": "cartpole"}, "train": {**train, "seed": group}})
+    result = runner.train()
+    while not result["done"]:
         result = runner.train()
-        while not result["done"]:
-            result = runner.train()
-        finals[group] = round(result["eval/return_mean"], 1)
-    print("cartpole, PPO defaults (seed group: final mean eval return of 4 seeds):", finals)
-    assert all(v >= 475 for v in finals.values()), finals
+    print("cartpole, PPO defaults: final mean eval return of 4 seeds:", round(result["eval/return_mean"], 1))
+    assert result["eval/return_mean"] >= 475
     assert result["perf/compilations"] == 1 and result["env_steps"] == 491_520
 
 
