@@ -35,6 +35,7 @@ def td3_loop(**loop_overrides) -> TrainLoop:
     )
 
 
+@pytest.mark.optimised  # bit-identity is claimed for the build users run
 def test_split_run_with_restore_is_bit_identical(tmp_path):
     """One call of 6 updates == two calls of 3 with a save and a restore into a fresh loop."""
     long_loop = td3_loop(timesteps_per_iteration=6 * UNROLL)
