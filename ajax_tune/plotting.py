@@ -3,7 +3,8 @@
 Only `progress.csv` and `params.json` are read, so this works on a copied results folder
 without Ray. Everything is drawn against `env_steps`, not `training_iteration`: under PBT Tune
 rewinds the iteration counter after an exploit and the trial continues the donor's lineage, so
-one trial's rows are several contiguous lineage segments. Each segment is drawn as its own line
+one trial's rows are several contiguous lineage segments. An offline trial steps no env: it is
+drawn against `gradient_steps` instead. Each segment is drawn as its own line
 (same colour per trial), which shows the path a trial actually followed through exploits
 instead of zigzags joining unrelated points.
 
@@ -27,6 +28,7 @@ from matplotlib.figure import Figure
 from ajax_tune import keys as K
 
 STEP = "env_steps"
+OFFLINE_STEP = "gradient_steps"  # what an offline trial counts instead (it reports env_steps 0)
 RETURN = "eval/return_mean"
 SEED_PREFIX = "eval/return_seed"
 TASK_PREFIX = "curriculum/task/"
@@ -44,6 +46,7 @@ class TrialSeries:
     label: str
     frame: pd.DataFrame
     segments: list[pd.DataFrame] = field(default_factory=list)
+    axis: str = STEP  # what the frame's STEP column counts: env steps, or an offline trial's updates
 
 
 def lineage_segments(frame: pd.DataFrame) -> list[pd.DataFrame]:
@@ -141,7 +144,7 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
     hyperparameters a trial ended with.
     """
     root = pathlib.Path(experiment_dir)
-    found: list[tuple[pathlib.Path, pd.DataFrame, dict[str, Any]]] = []
+    found: list[tuple[pathlib.Path, pd.DataFrame, dict[str, Any], str]] = []
     for progress in sorted(root.glob("*/progress.csv")):
         try:
             frame = pd.read_csv(progress, dtype={"trial_id": str})
@@ -151,17 +154,20 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
             continue
         params_file = progress.parent / "params.json"
         params = _flatten(json.loads(params_file.read_text())) if params_file.exists() else {}
-        found.append((progress.parent, frame, params))
+        axis = STEP
+        if offline(frame):  # drawn against its gradient updates, which `timesteps_this_iter` counts
+            frame, axis = frame.assign(**{STEP: frame[OFFLINE_STEP]}), OFFLINE_STEP
+        found.append((progress.parent, frame, params, axis))
     if not found:
         raise ValueError(f"no trial results (progress.csv with env_steps rows) under {root}")
 
-    differing = _differing_keys([params for _, _, params in found])
+    differing = _differing_keys([params for _, _, params, _ in found])
     trials = []
-    for directory, frame, params in found:
+    for directory, frame, params, axis in found:
         trial_id = str(frame["trial_id"].iloc[0]) if "trial_id" in frame else directory.name
         # a key this trial does not have (another sampler's option) says nothing about it
         parts = [f"{name}={_short(params[key])}" for key, name in differing.items() if params.get(key) is not None]
-        trials.append(TrialSeries(trial_id, " ".join(parts), frame, lineage_segments(frame)))
+        trials.append(TrialSeries(trial_id, " ".join(parts), frame, lineage_segments(frame), axis))
     repeated = {t.label for t in trials if not t.label or sum(o.label == t.label for o in trials) > 1}
     for trial in trials:  # the id only where the values do not tell trials apart
         if trial.label in repeated:
@@ -169,6 +175,19 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
         if len(trial.label) > MAX_LABEL:
             trial.label = trial.label[: MAX_LABEL - 1] + "…"
     return trials
+
+
+def offline(frame: pd.DataFrame) -> bool:
+    """An offline trial's rows: gradient updates counted, no env step taken."""
+    return OFFLINE_STEP in frame and bool((frame[STEP].fillna(0) == 0).all()) and bool(frame[OFFLINE_STEP].notna().any())
+
+
+def axis_label(trials: list[TrialSeries]) -> str:
+    """The x axis's name: env steps, gradient steps where every trial is offline."""
+    kinds = {t.axis for t in trials}
+    if kinds == {OFFLINE_STEP}:
+        return OFFLINE_STEP
+    return STEP if kinds <= {STEP} else f"{STEP} ({OFFLINE_STEP} for offline trials)"
 
 
 def member_series(trial: TrialSeries) -> list[TrialSeries]:
@@ -192,7 +211,7 @@ def member_series(trial: TrialSeries) -> list[TrialSeries]:
         parts = [f"{c.split('/', 1)[1]}={_short(float(member[c].iloc[-1]))}" for c in differing if c in member]
         label = " ".join([f"{trial.label} m{k}".strip(), *parts])
         label = label if len(label) <= MAX_LABEL else label[: MAX_LABEL - 1] + "…"
-        out.append(TrialSeries(f"{trial.trial_id}/m{k}", label, member, lineage_segments(member)))
+        out.append(TrialSeries(f"{trial.trial_id}/m{k}", label, member, lineage_segments(member), trial.axis))
     return out
 
 
@@ -258,7 +277,7 @@ def learning_curves_figure(trials: list[TrialSeries], colors, metric: str = RETU
                 if not np.all(np.isnan(lo)):
                     ax.fill_between(x, lo, hi, color=color, alpha=0.2, linewidth=0)
                 label = None  # one legend entry per trial
-        ax.set_xlabel(STEP)
+        ax.set_xlabel(axis_label(trials))
         ax.set_ylabel(column if column != RETURN else f"{RETURN} (band: min..max over seeds)")
         ax.set_title(f"{column}{' (the experiment metric)' if column == metric and len(shown) > 1 else ''}")
         ax.grid(alpha=0.3)
@@ -301,7 +320,7 @@ def _curriculum(trials: list[TrialSeries], colors, fields: list[str], path: path
                 label = None
         ax.set_ylabel(column.removeprefix(TASK_PREFIX).removeprefix("curriculum/"))
         ax.grid(alpha=0.3)
-    axes[-1].set_xlabel(STEP)
+    axes[-1].set_xlabel(axis_label(trials))
     axes[0].set_title("curriculum: task trained on")
     _legend(fig, axes[0])
     return _save(fig, path)
@@ -326,7 +345,7 @@ def _task_distribution(trials: list[TrialSeries], fields: list[str], path: pathl
             if col == 0:
                 ax.set_ylabel(field)
             if row == len(fields) - 1:
-                ax.set_xlabel(STEP)
+                ax.set_xlabel(axis_label(shown))
     if mesh is not None:
         fig.colorbar(mesh, ax=axes, label="share of envs", shrink=0.8)
     more = f" (first {len(shown)} of {len(trials)} trials)" if len(trials) > len(shown) else ""
@@ -347,7 +366,7 @@ def _learning_rates(trials: list[TrialSeries], colors, path: pathlib.Path) -> pa
     lrs = lrs[np.isfinite(lrs)]
     if lrs.size and lrs.min() > 0 and lrs.max() / lrs.min() > 20:  # PBT spreads span decades
         ax.set_yscale("log")
-    _finish(fig, ax, "learning rate (at the end of each call)", "learning rate per lineage segment")
+    _finish(fig, ax, axis_label(trials), "learning rate (at the end of each call)", "learning rate per lineage segment")
     return _save(fig, path)
 
 
@@ -363,8 +382,8 @@ def _curriculum_fields(trials: list[TrialSeries]) -> list[str]:
     return moved + levels
 
 
-def _finish(fig: Figure, ax, ylabel: str, title: str) -> None:
-    ax.set_xlabel(STEP)
+def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> None:
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.grid(alpha=0.3)

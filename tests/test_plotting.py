@@ -276,3 +276,29 @@ def test_the_sampler_config_plots_its_own_metric_labelled_by_sampler(tmp_path):
     # without a saved metric, or when asked for the return, the return is drawn alone as before
     assert len(learning_curves_figure(trials, ["C0"] * 3).axes) == 1
     assert len(learning_curves_figure(trials, ["C0"] * 3, "no/such_metric").axes) == 1
+
+
+def test_an_offline_trial_is_drawn_against_its_gradient_steps(tmp_path):
+    """An offline trial reports `env_steps` 0 (it steps no env) and counts `gradient_steps`: its
+    curve runs along those, and the axis says so; beside an online trial the axis names both."""
+    root = tmp_path / "offline"
+    offline_rows = {
+        "env_steps": [0, 0, 0],
+        "gradient_steps": [200, 400, 600],
+        "timesteps_this_iter": [200] * 3,
+        "eval/return_mean": [-900.0, -500.0, -300.0],
+        "lr": [3e-4] * 3,
+    }
+    write_trial(root, "t_off", offline_rows, {"agent": {"name": "td3bc", "alpha": 2.5}})
+    (trial,) = load_trials(root)
+    assert trial.axis == "gradient_steps" and len(trial.segments) == 1  # gradient steps continue call to call
+    assert learning_curve(trial.segments[0])[0].tolist() == [200, 400, 600]
+    fig = learning_curves_figure([trial], ["C0"])
+    assert fig.axes[0].get_xlabel() == "gradient_steps"
+    assert fig.axes[0].get_lines()[0].get_xdata().tolist() == [200, 400, 600]
+
+    write_trial(root, "t_on", {"env_steps": [100, 200], "timesteps_this_iter": [100] * 2, "eval/return_mean": [-1e3, -8e2]}, {})
+    trials = load_trials(root)
+    assert [t.axis for t in trials] == ["gradient_steps", "env_steps"]
+    assert learning_curves_figure(trials, ["C0", "C1"]).axes[0].get_xlabel() == "env_steps (gradient_steps for offline trials)"
+    assert {p.name for p in plot_experiment(root)} == {"learning_curves.png", "learning_rates.png"}
