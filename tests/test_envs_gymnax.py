@@ -276,17 +276,18 @@ def test_ppo_trains_gymnax_cartpole_through_tune(ray_session, tmp_path):
             "lr": 3e-3,
             "ent_coef": 0.0,
         },
-        "train": {"total_timesteps": 100_000, "timesteps_per_iteration": 8 * 64 * 8, "num_seeds": 2, "eval_episodes": 4},
+        "train": {"total_timesteps": 100_000, "timesteps_per_iteration": 8 * 64 * 2, "num_seeds": 2, "eval_episodes": 4},
     }
     results = tune.Tuner(
         AjaxTrainable,
         param_space=config,
         tune_config=tune.TuneConfig(trial_dirname_creator=trial_dirname),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="gymnax", stop={"training_iteration": 5}, verbose=0),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="gymnax", stop={"training_iteration": 2}, verbose=0),
     ).fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]
     rows = results[0].metrics_dataframe.sort_values("training_iteration")
-    returns = rows["train/episode_return_mean"].tolist()
-    assert len(returns) == 5 and returns[-1] > 2 * returns[0], returns
-    assert rows["curriculum/task/length"].tolist() == pytest.approx([0.6] * 5)
+    # (that PPO learns gymnax's cartpole is the test above, in this process; here: it runs in a worker)
+    assert rows["env_steps"].tolist() == [1_024, 2_048] and (rows["train/nonfinite"] == 0).all()
+    assert rows["eval/return_mean"].notna().all() and rows["train/episode_return_mean"].notna().all()
+    assert rows["curriculum/task/length"].tolist() == pytest.approx([0.6] * 2)
     assert rows["perf/compilations"].max() == 1
