@@ -437,20 +437,8 @@ def cmd_evaluate(args) -> int:
     if args.episodes < 1:
         raise UsageError(f"--episodes must be >= 1, got {args.episodes}")
     task = _parse_assignments(args.task, "--task")
-    from ajax_tune.checkpoint import find_complete, read_metadata
-
-    checkpoint, note = find_complete(args.checkpoint)
-    if note:
-        print(note, file=sys.stderr)
-    config = read_metadata(checkpoint).get("extra", {}).get("config")
-    if config is None:
-        raise CheckpointError(f"{checkpoint} does not record its config; it was not written by ajax_tune's Runner")
+    checkpoint, config = _recorded_checkpoint(args.checkpoint, args.member)
     env_name = config["env"]["name"]
-    size = len((config.get("population") or {}).get("members") or [None])
-    if args.member is not None and not 0 <= args.member < size:
-        raise UsageError(
-            f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {args.member}"
-        )
     if args.video:
         from ajax_tune.video import check_video_path
 
@@ -504,7 +492,7 @@ def cmd_evaluate(args) -> int:
         returns = out["return"]  # [seeds, episodes]
         stats = {
             "env": env_name,
-            **({"member": runner.best_member if args.member is None else args.member} if size > 1 else {}),
+            **({"member": runner.best_member if args.member is None else args.member} if len(runner.members) > 1 else {}),
             "task": out["task"],
             "episodes": args.episodes,
             "seeds": int(returns.shape[0]),
@@ -537,6 +525,24 @@ def cmd_evaluate(args) -> int:
 # -- collect -------------------------------------------------------------------------------------
 
 
+def _recorded_checkpoint(path: str, member: int | None) -> tuple[str, dict]:
+    """The newest complete checkpoint at `path` (saying so when it is not `path` itself) and the
+    config it records, with `--member` checked against that config's population, before anything
+    is restored or compiled."""
+    from ajax_tune.checkpoint import find_complete, read_metadata
+
+    checkpoint, note = find_complete(path)
+    if note:
+        print(note, file=sys.stderr)
+    config = read_metadata(checkpoint).get("extra", {}).get("config")
+    if config is None:
+        raise CheckpointError(f"{checkpoint} does not record its config; it was not written by ajax_tune's Runner")
+    size = len((config.get("population") or {}).get("members") or [None])
+    if member is not None and not 0 <= member < size:
+        raise UsageError(f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {member}")
+    return checkpoint, config
+
+
 def cmd_collect(args) -> int:
     if args.steps < 1:
         raise UsageError(f"--steps must be >= 1, got {args.steps}")
@@ -550,14 +556,7 @@ def cmd_collect(args) -> int:
     if (out / datasets.META_FILE).exists() or (out / datasets.DATA_FILE).exists():
         raise UsageError(f"--out {out} already holds a dataset; choose another directory")
     task = _parse_assignments(args.task, "--task")
-    from ajax_tune.checkpoint import find_complete, read_metadata
-
-    checkpoint, note = find_complete(args.checkpoint)
-    if note:
-        print(note, file=sys.stderr)
-    config = read_metadata(checkpoint).get("extra", {}).get("config")
-    if config is None:
-        raise CheckpointError(f"{checkpoint} does not record its config; it was not written by ajax_tune's Runner")
+    checkpoint, config = _recorded_checkpoint(args.checkpoint, args.member)
 
     import jax
 

@@ -158,6 +158,11 @@ def test_best_member_recorded_by_a_checkpoint(trained, tmp_path, capsys):
     assert (
         len(err.splitlines()) == 1 and "--member must be in [0, 3] (the checkpoint's population has 4 member(s)), got -1" in err
     )
+    # `collect` checks its --member the same way, before restoring anything
+    assert main(["collect", path, "--steps", "16", "--member", "4", "--out", str(tmp_path / "rows")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("--member must be in [0, 3] (the checkpoint's population has 4 member(s)), got 4")
+    assert len(err.splitlines()) == 1 and not (tmp_path / "rows").exists()
 
 
 def test_a_population_of_eight_compiles_once_and_reconfigures_without_rebuilding():
