@@ -23,10 +23,9 @@ import numpy as np
 
 from ajax_tune.errors import ConfigError
 from ajax_tune.samplers.base import TaskSampler, check_number
+from ajax_tune.samplers.competence import Competence
 from ajax_tune.samplers.gmm import Mixture, fit_best
 from ajax_tune.samplers.stats import EnvStats
-
-METRICS = ("success", "return")
 
 
 class ALPGMM(TaskSampler):
@@ -58,20 +57,8 @@ class ALPGMM(TaskSampler):
         where = "task_sampler (ALPGMM)"
         if levels is not None:
             raise ConfigError(f"{where}: ALP-GMM fits a mixture over ranges of a space; for a list of levels use plr")
-        if metric not in METRICS:
-            raise ConfigError(f"{where}: metric must be one of {list(METRICS)}, got {metric!r}")
-        if metric == "return" and (
-            not isinstance(return_range, (list, tuple))
-            or len(return_range) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in return_range)
-            or not return_range[0] < return_range[1]
-        ):
-            raise ConfigError(
-                f"{where}: metric 'return' needs return_range: [low, high] with low < high "
-                f"(the returns mapped to 0 and 1), got {return_range!r}"
-            )
-        self.metric = metric
-        self.return_range = None if return_range is None else (float(return_range[0]), float(return_range[1]))
+        self.task_scoring = Competence(where, metric, return_range)
+        self.metric, self.return_range = self.task_scoring.metric, self.task_scoring.return_range
         self.fit_window = check_number(where, "fit_window", fit_window, low=2, integer=True)
         self.max_components = check_number(where, "max_components", max_components, low=1, integer=True)
         self.random_share = float(check_number(where, "random_share", random_share, low=0.0, high=1.0))
@@ -80,11 +67,7 @@ class ALPGMM(TaskSampler):
         self.history_size = check_number(where, "history", history, low=self.fit_window, integer=True)
 
     def bind(self, env, base=None, env_levels=None):
-        if self.metric == "success" and not env.has_success:
-            raise ConfigError(
-                f"task_sampler (ALPGMM): metric 'success' needs an env that reports success, "
-                f"and {env.name} does not; use metric: return with a return_range"
-            )
+        self.task_scoring.check_env(env)
         return super().bind(env, base=base, env_levels=env_levels)
 
     def _bound(self):
@@ -117,20 +100,12 @@ class ALPGMM(TaskSampler):
         """Each env's task (scaled, [num_envs, d]) and its competence over the seeds' episodes;
         envs that finished no episode, or ran a task outside the space, are left out."""
         episodes = stats.per_env(stats.episodes).sum(axis=0)
-        if self.metric == "success":
-            if (episodes > 0).any() and np.all(np.isnan(stats.success_sum[stats.episodes > 0])):
-                raise ValueError(
-                    "ALPGMM with metric 'success' needs an env that reports success; "
-                    "this one does not: use metric: return with a return_range"
-                )
-            totals = stats.per_env(np.nan_to_num(stats.success_sum)).sum(axis=0)
-            score = np.divide(totals, episodes, out=np.zeros(len(episodes)), where=episodes > 0)
-        else:
-            mean = np.divide(
-                stats.per_env(stats.return_sum).sum(axis=0), episodes, out=np.zeros(len(episodes)), where=episodes > 0
-            )
-            low, high = self.return_range
-            score = np.clip((mean - low) / (high - low), 0.0, 1.0)
+        score = self.task_scoring.score(
+            episodes,
+            stats.per_env(np.nan_to_num(stats.success_sum)).sum(axis=0),
+            stats.per_env(stats.return_sum).sum(axis=0),
+            stats.success_sum[stats.episodes > 0],
+        )
         first_seed = {k: stats.per_env(v)[0] for k, v in stats.tasks.items()}
         points = self._scale(first_seed)
         keep = (episodes > 0) & np.all((points >= -1e-6) & (points <= 1 + 1e-6), axis=1)

@@ -20,9 +20,8 @@ import numpy as np
 
 from ajax_tune.errors import ConfigError
 from ajax_tune.samplers.base import TaskSampler, check_number, normalized_entropy
+from ajax_tune.samplers.competence import Competence
 from ajax_tune.samplers.stats import EnvStats, bin_totals
-
-METRICS = ("success", "return")
 
 
 class LearningProgress(TaskSampler):
@@ -52,20 +51,8 @@ class LearningProgress(TaskSampler):
     ):
         super().__init__(space, levels, bins=bins, seed=seed)
         where = "task_sampler (LearningProgress)"
-        if metric not in METRICS:
-            raise ConfigError(f"{where}: metric must be one of {list(METRICS)}, got {metric!r}")
-        if metric == "return" and (
-            not isinstance(return_range, (list, tuple))
-            or len(return_range) != 2
-            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in return_range)
-            or not return_range[0] < return_range[1]
-        ):
-            raise ConfigError(
-                f"{where}: metric 'return' needs return_range: [low, high] with low < high "
-                f"(the returns mapped to 0 and 1), got {return_range!r}"
-            )
-        self.metric = metric
-        self.return_range = None if return_range is None else (float(return_range[0]), float(return_range[1]))
+        self.task_scoring = Competence(where, metric, return_range)
+        self.metric, self.return_range = self.task_scoring.metric, self.task_scoring.return_range
         self.fast = float(check_number(where, "fast", fast, low=0.0, high=1.0, low_open=True))
         self.slow = float(check_number(where, "slow", slow, low=0.0, high=1.0, low_open=True))
         if not self.slow < self.fast:
@@ -73,11 +60,7 @@ class LearningProgress(TaskSampler):
         self.uniform_share = float(check_number(where, "uniform_share", uniform_share, low=0.0, high=1.0))
 
     def bind(self, env, base=None, env_levels=None):
-        if self.metric == "success" and not env.has_success:
-            raise ConfigError(
-                f"task_sampler (LearningProgress): metric 'success' needs an env that reports success, "
-                f"and {env.name} does not; use metric: return with a return_range"
-            )
+        self.task_scoring.check_env(env)
         return super().bind(env, base=base, env_levels=env_levels)
 
     def _bound(self):
@@ -94,20 +77,13 @@ class LearningProgress(TaskSampler):
         bins = self.space.bin_of(stats.tasks)
         episodes = bin_totals(bins, stats.episodes, n)
         observed = episodes > 0
-        if self.metric == "success":
-            done = (bins >= 0) & (stats.episodes > 0)
-            if done.any() and np.all(np.isnan(stats.success_sum[done])):
-                raise ValueError(
-                    "LearningProgress with metric 'success' needs an env that reports success; "
-                    "this one does not: use metric: return with a return_range"
-                )
-            totals = bin_totals(bins, np.nan_to_num(stats.success_sum), n)
-            score = np.divide(totals, episodes, out=np.zeros(n), where=observed)
-        else:
-            totals = bin_totals(bins, stats.return_sum, n)
-            mean = np.divide(totals, episodes, out=np.zeros(n), where=observed)
-            low, high = self.return_range
-            score = np.clip((mean - low) / (high - low), 0.0, 1.0)
+        done = (bins >= 0) & (stats.episodes > 0)
+        score = self.task_scoring.score(
+            episodes,
+            bin_totals(bins, np.nan_to_num(stats.success_sum), n),
+            bin_totals(bins, stats.return_sum, n),
+            stats.success_sum[done],
+        )
         return score, observed
 
     def _update(self, stats):
