@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from ajax_tune import __version__, compat
 from ajax_tune.errors import CheckpointError, ConfigError, TaskError
 from ajax_tune.launch import LaunchError
+from ajax_tune.twins import GYMNASIUM_TWINS
 
-GYMNASIUM_TWINS = {"cartpole": "CartPole-v1", "pendulum": "Pendulum-v1"}
 SUMMARY_KEYS = (
     "eval/return_mean",
     "eval/return_std",

@@ -11,10 +11,13 @@ A dataset is a directory:
                         truncations [N], next_observations [N, *obs] (the true successor, also the
                         real final observation of a truncated step)
 
-Rows are transitions, each env's trajectory contiguous. `load` checks a dataset against the env it
-will train in (shapes, dtypes, actions inside the action space, finite rows, not empty) and
-refuses with one line naming what is wrong; `content_hash` digests the arrays, so a checkpoint can
-record which dataset it learned from without holding its rows.
+Rows are transitions, each env's trajectory contiguous. A Minari dataset on this machine is read
+too, named `minari:<dataset id>` (`from_minari`; the `minari` extra, nothing downloaded).
+
+`load` checks a dataset against the env it will train in (shapes, dtypes, actions inside the
+action space, finite rows, not empty) and refuses with one line naming what is wrong;
+`content_hash` digests the arrays, so a checkpoint can record which dataset it learned from
+without holding its rows.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ import gymnasium
 import numpy as np
 
 from ajax_tune.errors import ConfigError
+from ajax_tune.twins import GYMNASIUM_TWINS
 
 FORMAT = "ajax_tune.dataset"
 VERSION = 1
 META_FILE = "dataset.json"
 DATA_FILE = "data.npz"
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations", "next_observations")
+MINARI_PREFIX = "minari:"
 
 
 class DatasetError(ConfigError):
@@ -81,6 +86,8 @@ class Dataset:
 
 def read(path) -> Dataset:
     """A dataset as it is on disk, checked for its own consistency (not yet against an env)."""
+    if str(path).startswith(MINARI_PREFIX):
+        return from_minari(str(path)[len(MINARI_PREFIX) :])
     path = pathlib.Path(path)
     if not (path / META_FILE).is_file() or not (path / DATA_FILE).is_file():
         what = "no such directory" if not path.exists() else f"it needs {META_FILE} and {DATA_FILE}"
@@ -105,6 +112,56 @@ def read(path) -> Dataset:
     if len(set(sizes.values())) != 1:
         raise DatasetError(f"train.dataset: {path}: every array needs the same number of rows, got {sizes}")
     return Dataset(**arrays, env=dict(meta.get("env") or {}), source=dict(meta.get("source") or {}))
+
+
+def from_minari(dataset_id: str) -> Dataset:
+    """A local Minari dataset (as `minari.load_dataset(dataset_id)` finds it, under
+    `MINARI_DATASETS_PATH` or Minari's default folder; never downloaded) as transitions: each
+    episode's observations without its last as `observations`, without its first as
+    `next_observations`. Its env is named by its gymnasium id, the built-in twins' by theirs
+    (`Pendulum-v1` is `pendulum`), so the env check applies as to any dataset."""
+    try:
+        import minari
+    except ImportError:
+        raise DatasetError(
+            f'train.dataset: minari:{dataset_id} needs the minari package: pip install "ajax-tune[minari]"'
+        ) from None
+    local = minari.list_local_datasets()
+    if dataset_id not in local:
+        known = ", ".join(sorted(local)) or "none"
+        raise DatasetError(f"train.dataset: no local Minari dataset {dataset_id!r} (nothing is downloaded); local: {known}")
+    data = minari.load_dataset(dataset_id)
+    parts: dict[str, list] = {name: [] for name in FIELDS}
+    for episode in data.iterate_episodes():
+        obs = np.asarray(episode.observations)
+        if not isinstance(episode.observations, np.ndarray) or obs.dtype == object:
+            raise DatasetError(f"train.dataset: minari:{dataset_id} has structured observations; ajax_tune reads arrays")
+        parts["observations"].append(obs[:-1])
+        parts["next_observations"].append(obs[1:])
+        parts["actions"].append(np.asarray(episode.actions))
+        parts["rewards"].append(np.asarray(episode.rewards))
+        parts["terminations"].append(np.asarray(episode.terminations))
+        parts["truncations"].append(np.asarray(episode.truncations))
+    if not parts["rewards"]:
+        raise DatasetError(f"train.dataset: minari:{dataset_id} holds no episodes")
+    arrays = {name: np.concatenate(chunks) for name, chunks in parts.items()}
+    for name in ("observations", "next_observations", "rewards"):
+        arrays[name] = arrays[name].astype(np.float32, copy=False)
+    arrays["terminations"] = arrays["terminations"].astype(bool, copy=False)
+    arrays["truncations"] = arrays["truncations"].astype(bool, copy=False)
+    if np.issubdtype(arrays["actions"].dtype, np.integer):
+        arrays["actions"] = arrays["actions"].astype(np.int32, copy=False)
+    elif arrays["actions"].dtype == np.float64:
+        arrays["actions"] = arrays["actions"].astype(np.float32)
+    gym_id = data.env_spec.id if data.env_spec is not None else None
+    twins = {twin: name for name, twin in GYMNASIUM_TWINS.items()}
+    env = {"name": twins.get(gym_id, gym_id), "kwargs": {}, "task": {}, "id": twins.get(gym_id, gym_id)}
+    source = {
+        "minari": dataset_id,
+        "episodes": int(data.total_episodes),
+        "algorithm": data.storage.metadata.get("algorithm_name"),
+    }
+    return Dataset(**arrays, env=env, source=source)
 
 
 def load(path, env, *, continuous: bool | None = None) -> Dataset:

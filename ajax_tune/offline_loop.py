@@ -188,8 +188,10 @@ def build_offline_loop(cfg, env: EpisodeWrapper, agent) -> OfflineLoop:
             f"train.dataset trains offline, but agent.name {cfg.agent_name!r} learns online; "
             f"use an offline agent ({', '.join(offline)})"
         )
-    path = pathlib.Path(cfg.train.dataset).expanduser()
-    if not path.is_absolute():  # a Tune trial runs in its own directory: relative to where the run started
-        path = pathlib.Path(compat.original_working_dir()) / path
+    path = cfg.train.dataset
+    if not path.startswith(datasets.MINARI_PREFIX):
+        path = pathlib.Path(path).expanduser()
+        if not path.is_absolute():  # a Tune trial runs in its own directory: relative to where the run started
+            path = pathlib.Path(compat.original_working_dir()) / path
     dataset = datasets.load(path, env, continuous=agent.continuous)
     return OfflineLoop(env, agent, cfg.train, dataset, path=str(path), num_heldout=cfg.num_heldout, num_members=cfg.num_members)
