@@ -204,7 +204,10 @@ def cmd_run(args) -> int:
             _wait_for_ray(ray_up, wanted)
         with result_box(experiment.tune.metric, args.verbose):
             results = tuner.fit()
-        return _report(results, experiment.tune.metric, experiment.tune.mode, plots=not args.no_plots)
+        code = _report(results, experiment.tune.metric, experiment.tune.mode, plots=not args.no_plots)
+        if wandb_settings is not None:
+            _best_trial_video(results, experiment.tune.metric, experiment.tune.mode, callbacks[0])
+        return code
     finally:
         if ray_up is not None:
             with contextlib.suppress(BaseException):  # a start that failed has nothing more to say here
@@ -401,6 +404,27 @@ def _best_row(frame, metric, mode):
     if values.empty:
         return None
     return frame.loc[values.idxmax() if mode == "max" else values.idxmin()]
+
+
+def _best_trial_video(results, metric, mode, callback) -> None:
+    """With W&B on, a short video of the best trial's best kept checkpoint, logged to W&B
+    (`wandb_logging.log_best_trial_video`); a failure here is a warning, not the run's."""
+    default_metric, default_mode = compat.result_grid_defaults(results)
+    metric, mode = metric or default_metric, mode or default_mode
+    try:
+        best = results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True)
+    except (RuntimeError, ValueError):
+        return
+    kept = _best_checkpoint(best, metric, mode)
+    if not kept:
+        print("W&B video: none (the best trial kept no checkpoint)")
+        return
+    from ajax_tune.wandb_logging import log_best_trial_video
+
+    try:
+        print(log_best_trial_video(callback, results.experiment_path, kept[0].path))
+    except Exception as exc:  # the run itself finished: say what went wrong, keep its exit code
+        print(f"W&B video: failed ({type(exc).__name__}: {exc})", file=sys.stderr)
 
 
 def _best_checkpoint(result, metric, mode):

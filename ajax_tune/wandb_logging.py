@@ -145,3 +145,48 @@ def _trial_dir(trial) -> str:
     if isinstance(trial.storage.storage_filesystem, pyarrow.fs.LocalFileSystem):
         return trial.path
     return trial.local_path
+
+
+def log_best_trial_video(callback: EnvStepWandbCallback, experiment_path, checkpoint_path, episodes: int = 1) -> str:
+    """At the end of a run with W&B on: a short video of the best trial's policy (from
+    `checkpoint_path`, its best member), written to `experiment_path/best_trial.mp4` and logged to
+    a W&B run of its own in the trials' project and group (`video/best_trial`, with its return).
+    Returns the line to print: where the video went, or why there is none (an env without a
+    gymnasium twin, the `video` extra missing); nothing here fails the run that finished."""
+    import numpy as np
+    import wandb
+
+    from ajax_tune.checkpoint import read_metadata
+    from ajax_tune.errors import ConfigError
+    from ajax_tune.twins import GYMNASIUM_TWINS
+    from ajax_tune.video import check_video_path, record
+
+    env_name = ((read_metadata(checkpoint_path).get("extra") or {}).get("config") or {}).get("env", {}).get("name")
+    twin = GYMNASIUM_TWINS.get(env_name)
+    if twin is None:
+        return f"W&B video: none (videos render {sorted(GYMNASIUM_TWINS)}; the best trial's env is {env_name!r})"
+    path = pathlib.Path(experiment_path) / "best_trial.mp4"
+    try:
+        check_video_path(path)
+    except ConfigError as exc:
+        return f"W&B video: none ({str(exc).removeprefix('--video ').removeprefix('--video: ')})"
+    from ajax_tune.runner import Runner
+
+    runner = Runner.from_checkpoint(checkpoint_path)
+    video = record(runner.policy(), twin, path, episodes=episodes)
+    init = {k: v for k, v in callback.kwargs.items() if k in ("dir", "entity", "tags", "notes")}
+    run = wandb.init(
+        project=callback.project,
+        group=callback.group,
+        mode=callback.mode,
+        name=f"{pathlib.Path(experiment_path).name}-best-trial",
+        job_type="best_trial_video",
+        config={"checkpoint": str(checkpoint_path), "env": twin},
+        reinit=reinit_value(),
+        **init,
+    )
+    try:
+        run.log({"video/best_trial": wandb.Video(str(path), format="mp4"), "video/return_mean": float(np.mean(video["returns"]))})
+    finally:
+        run.finish()
+    return f"W&B video: {path} ({video['frames']} frames, return {np.mean(video['returns']):.1f}), logged to run {run.name}"

@@ -211,3 +211,28 @@ def test_pbt_rewinds_drop_no_row_and_mutations_reach_the_config(wandb_env, tmp_p
     # merges the next into the pre-exploit row of the same step (wandb 0.31: env_steps 1, 2, 4 x BUDGET)
     _, ray_rows, _ = log_in_process(compat.wandb_logging_actor(), results, tmp_path, "ray")
     assert len(ray_rows) < len(results)
+
+
+def test_a_run_with_wandb_ends_with_a_video_of_its_best_trial(wandb_env, ray_session, tmp_path, capsys):
+    """`ajax-tune run --wandb`: after the report, the best trial's kept checkpoint plays one
+    episode in gymnasium's CartPole-v1; the video is written beside the trials and logged to a W&B
+    run of its own (offline here: its media folder holds it)."""
+    import imageio.v2 as imageio
+
+    from ajax_tune.cli import main
+
+    config = tmp_path / "video.yaml"
+    config.write_text(
+        "name: video\n"
+        "trial: {env: {name: cartpole}, agent: {num_envs: 8, unroll_length: 16}, "
+        "train: {total_timesteps: 256, timesteps_per_iteration: 128, eval_episodes: 2}}\n"
+        "stop: {training_iteration: 2}\ncheckpoint: {frequency: 1, at_end: true}\n"
+    )
+    assert main(["run", str(config), "--wandb", "--storage-path", str(tmp_path / "results"), "--no-plots"]) == 0
+    line = next(text for text in capsys.readouterr().out.splitlines() if text.startswith("W&B video: "))
+    video = tmp_path / "results" / "video" / "best_trial.mp4"
+    assert line.startswith(f"W&B video: {video} (") and video.is_file()
+    frames = imageio.mimread(video)
+    assert int(line.split("(")[1].split(" frames")[0]) == len(frames) >= 9  # the reset's frame and one per step
+    logged = list((wandb_env / "wandb").glob("offline-run-*/files/media/videos/**/*.mp4"))
+    assert len(logged) == 1 and logged[0].stat().st_size > 0
