@@ -140,7 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--video",
         metavar="OUT.mp4",
-        help="also record episodes of the policy in the env's gymnasium twin (.mp4 or .gif; the `video` extra)",
+        help="also record episodes of the policy: in the env's gymnasium twin (.mp4 or .gif; the `video` extra), "
+        "or for a brax env as brax's HTML viewer (.html)",
     )
     evaluate.add_argument("--video-episodes", type=int, default=1, help="episodes in the video (default 1)")
     evaluate.set_defaults(handler=cmd_evaluate)
@@ -466,10 +467,12 @@ def cmd_evaluate(args) -> int:
     if args.video:
         from ajax_tune.video import check_video_path
 
-        check_video_path(args.video)
-        if env_name not in GYMNASIUM_TWINS:
+        brax = env_name.startswith("brax/")
+        check_video_path(args.video, brax=brax)
+        if env_name not in GYMNASIUM_TWINS and not brax:
             raise UsageError(
-                f"--video renders policies of {sorted(GYMNASIUM_TWINS)} (their gymnasium twins); this checkpoint is {env_name!r}"
+                f"--video renders policies of {sorted(GYMNASIUM_TWINS)} (their gymnasium twins) and brax envs (brax's "
+                f"HTML viewer); this checkpoint is {env_name!r}"
             )
         if args.video_episodes < 1:
             raise UsageError(f"--video-episodes must be >= 1, got {args.video_episodes}")
@@ -530,11 +533,16 @@ def cmd_evaluate(args) -> int:
         if runner.env.has_success:
             stats["success_rate"] = float(out["success"].mean())
     if args.video:
-        from ajax_tune.video import record
+        from ajax_tune.video import record, record_brax
 
-        twin = GYMNASIUM_TWINS[env_name]
-        with Progress(f"{twin}: recording {args.video}"):
-            video = record(runner.policy(args.member), twin, args.video, episodes=args.video_episodes, seed=args.seed)
+        if env_name.startswith("brax/"):
+            with Progress(f"{env_name}: recording {args.video}"):
+                policy, task = runner.policy(args.member), {**runner.get_task(), **task}
+                video = record_brax(policy, runner.env, args.video, task=task, episodes=args.video_episodes, seed=args.seed)
+        else:
+            twin = GYMNASIUM_TWINS[env_name]
+            with Progress(f"{twin}: recording {args.video}"):
+                video = record(runner.policy(args.member), twin, args.video, episodes=args.video_episodes, seed=args.seed)
         stats.update(
             {"video": video["video"], "video_frames": video["frames"], "video_return_mean": float(np.mean(video["returns"]))}
         )

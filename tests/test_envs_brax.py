@@ -1,5 +1,10 @@
 """Smoke test of the brax adapter: one compiled rollout, many task values, no recompiles."""
 
+import base64
+import json
+import re
+import zlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -87,3 +92,30 @@ def test_unknown_brax_env_names_what_exists():
         r"brax has: .*inverted_pendulum",
     ):
         make_env("brax/inverted_pendulumm")
+
+
+def test_brax_episodes_are_written_by_braxs_html_viewer(tmp_path):
+    """`evaluate --video out.html` for a brax env: the policy's episodes under the checkpoint's
+    task, written by brax's viewer; here a constant push under double gravity, which topples the
+    pole before the time limit."""
+    from ajax_tune.envs import EpisodeWrapper
+    from ajax_tune.errors import ConfigError
+    from ajax_tune.video import check_video_path, record_brax
+
+    env = EpisodeWrapper(make_env("brax/inverted_pendulum", max_episode_steps=TIME_LIMIT))
+    calls = []
+
+    def policy(obs):
+        calls.append(obs.shape)
+        return np.full((1,), 0.5, np.float32)
+
+    out = record_brax(policy, env, tmp_path / "episode.html", task={"gravity_scale": 2.0})
+    (length,) = out["lengths"]
+    assert 0 < length < TIME_LIMIT and out["frames"] == length + 1 and calls == [(4,)] * length
+    page = (tmp_path / "episode.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "Brax visualizer" in page
+    encoded = re.search(r'var system = "([A-Za-z0-9+/=]+)";', page).group(1)  # the trajectory the viewer plays
+    trajectory = json.loads(zlib.decompress(base64.b64decode(encoded)))
+    assert len(trajectory["states"]["x"]) == out["frames"]  # one pose of the bodies per frame
+    with pytest.raises(ConfigError, match=r"brax's HTML viewer: episode\.mp4 must end in \.html"):
+        check_video_path(tmp_path / "episode.mp4", brax=True)

@@ -98,3 +98,30 @@ def test_collect_then_run_then_evaluate(ray_session, sac_checkpoint, tmp_path, c
 
     assert main(["evaluate", checkpoint, "--video", str(tmp_path / "policy.avi")]) == 2
     assert "must end in one of ['.mp4', '.gif']" in capsys.readouterr().err
+
+
+def test_a_stateful_policy_starts_every_recorded_episode_afresh(tmp_path):
+    """A recurrent agent's policy (an object with `reset()`) is reset before each episode of a
+    video, as `evaluate --gymnasium` does, so an episode never starts from the last one's memory."""
+    import numpy as np
+
+    from ajax_tune.video import record
+
+    import_extra("imageio.v2", "video")
+
+    class Counting:
+        def __init__(self):
+            self.resets, self.steps_since_reset = 0, []
+
+        def reset(self):
+            self.resets += 1
+            self.steps_since_reset.append(0)
+
+        def __call__(self, obs):
+            self.steps_since_reset[-1] += 1
+            return np.int32(int(obs[2] > 0))  # push towards the pole's lean
+
+    policy = Counting()
+    out = record(policy, "CartPole-v1", tmp_path / "two.gif", episodes=2)
+    assert policy.resets == 2 and policy.steps_since_reset == out["lengths"]
+    assert out["frames"] == sum(out["lengths"]) + 2

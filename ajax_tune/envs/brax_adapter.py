@@ -102,13 +102,17 @@ class BraxEnv(Env):
         self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (env.action_size,), np.float32)
         self.task_spec = {name: hook.field for name, hook in TASK_HOOKS.items()}
 
-    def _env_for(self, task: Task):
-        """A shallow copy of the brax env stepping the system `task` describes."""
+    def system(self, task: Task) -> System:
+        """The brax `System` that `task` describes (what a step under it simulates)."""
         sys = self.brax_env.sys
         for name, hook in TASK_HOOKS.items():
             sys = hook.apply(sys, jnp.asarray(task[name], jnp.float32))
+        return sys
+
+    def _env_for(self, task: Task):
+        """A shallow copy of the brax env stepping the system `task` describes."""
         env = copy.copy(self.brax_env)
-        env.sys = sys
+        env.sys = self.system(task)
         return env
 
     def _state(self, brax_state, task: Task, base: EnvState | None) -> EnvState:
