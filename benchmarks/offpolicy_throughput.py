@@ -1,4 +1,4 @@
-"""SAC on pendulum and DQN on cartpole against Rejax's SAC and DQN, on the same settings.
+"""SAC and TD3 on pendulum and DQN on cartpole against Rejax's SAC, TD3 and DQN, on the same settings.
 
 Same network sizes, batch size, buffer capacity, learning start, learning rate, discount,
 target-update rate and update-to-data ratio on both sides (Rejax's `num_epochs` gradient steps
@@ -65,7 +65,33 @@ DQN = {
         "epsilon_decay_fraction": 0.25,
     },
 }
-AGENTS = {"sac": SAC, "dqn": DQN}
+# Rejax's TD3 builds 64x64 actor and critic networks whatever it is told; ours are set to match.
+# Its actor (and the targets) step once per `policy_delay` env steps, with `num_epochs` updates:
+# one actor update per `policy_delay` critic updates, as ours.
+TD3 = {
+    "env": "pendulum",
+    "rejax_env": "Pendulum-v1",
+    "budgets": {1: 4_096, 8: 1_024},
+    "action_half_range": 2.0,  # Rejax's noises are in the env's units (torque in [-2, 2]); ours in [-1, 1]
+    "agent_config": {
+        "num_envs": 8,
+        "unroll_length": 8,
+        "utd_ratio": 0.5,
+        "batch_size": 256,
+        "capacity": 100_000,
+        "learning_starts": 256,
+        "hidden_sizes": [64, 64],
+        "activation": "relu",
+        "lr": {"kind": "constant", "peak": 1e-3},
+        "gamma": 0.99,
+        "tau": 0.005,
+        "policy_delay": 2,
+        "exploration_noise": 0.1,
+        "target_noise": 0.2,
+        "target_noise_clip": 0.5,
+    },
+}
+AGENTS = {"sac": SAC, "td3": TD3, "dqn": DQN}
 EVAL_EPISODES = 128
 
 
@@ -101,6 +127,16 @@ def rejax_config(name: str, spec: dict) -> dict:
     }
     if name == "sac":
         return {**common, "hidden_layer_sizes": list(a["hidden_sizes"])}
+    if name == "td3":
+        del common["agent_kwargs"]
+        kwargs = {"activation": a["activation"]}
+        return {
+            **common,
+            "actor_kwargs": kwargs,
+            "critic_kwargs": dict(kwargs),
+            "policy_delay": a["policy_delay"],
+            **{k: a[k] * spec["action_half_range"] for k in ("exploration_noise", "target_noise", "target_noise_clip")},
+        }
     # Rejax's DQN builds a 64x64 Q-network whatever it is told; ours is set to match.
     return {
         **common,
@@ -119,7 +155,7 @@ def available_agents() -> set[str]:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--agents", nargs="+", default=["sac", "dqn"], choices=sorted(AGENTS))
+    parser.add_argument("--agents", nargs="+", default=["sac", "td3", "dqn"], choices=sorted(AGENTS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--runs", type=int, default=1, help="timed trainings per process after the first")

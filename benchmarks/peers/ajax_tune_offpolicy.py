@@ -1,4 +1,4 @@
-"""ajax_tune's SAC or DQN, timed like the peers (runs in the project's interpreter).
+"""ajax_tune's SAC, TD3 or DQN, timed like the peers (runs in the project's interpreter).
 
 The settings carry the agent's own config keys (`agent_config`), so the worker follows the
 agent's config as it is; one call of the whole budget, one evaluation at its end, from a fresh

@@ -1,4 +1,4 @@
-"""Rejax's SAC or DQN on gymnax's Pendulum-v1 / CartPole-v1, timed like ours (rejax venv).
+"""Rejax's SAC, TD3 or DQN on gymnax's Pendulum-v1 / CartPole-v1, timed like ours (rejax venv).
 
 Rejax steps its `num_envs` envs once per iteration and then takes `num_epochs` gradient steps,
 so its update-to-data ratio is `num_epochs / num_envs`; the harness picks `num_epochs` to match
@@ -16,7 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 import rejax  # noqa: E402
 
 total = s["total_steps"]
-algo_cls = {"sac": rejax.SAC, "dqn": rejax.DQN}[s["algo"]]
+algo_cls = {"sac": rejax.SAC, "td3": rejax.TD3, "dqn": rejax.DQN}[s["algo"]]
 algo = algo_cls.create(**s["rejax_config"], total_timesteps=total, eval_freq=total, skip_initial_evaluation=True)
 train = jax.jit(jax.vmap(algo.train))
 
