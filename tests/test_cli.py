@@ -190,7 +190,9 @@ def test_errored_trial_resumes(ray_session, tmp_path, capsys):
 def test_optuna_and_pb2(ray_session, tmp_path, capsys, tune_section):
     config = yaml.safe_load(SMALL_CORRIDOR)
     config["trial"]["agent"]["ent_coef"] = {"uniform": [0.0, 0.02]}
-    config["tune"] = {"metric": "eval/return_mean", "mode": "max", "num_samples": 2, **tune_section}
+    # reuse_actors: a PB2 exploit (every iteration here) and a trial after another continue in
+    # the same actor through reset_config, rather than each paying a new process, imports and a trace
+    config["tune"] = {"metric": "eval/return_mean", "mode": "max", "num_samples": 2, "reuse_actors": True, **tune_section}
     path = write(tmp_path, yaml.safe_dump(config))
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0
     assert "Best trial:" in capsys.readouterr().out
