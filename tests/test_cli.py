@@ -182,7 +182,8 @@ def test_errored_trial_resumes(ray_session, tmp_path, capsys):
 @pytest.mark.parametrize(
     "tune_section",
     [
-        {"search": "optuna", "scheduler": {"name": "asha", "max_t": 3, "grace_period": 1}},
+        # a trial after another continues in its actor (reset_config), not in a new process
+        {"search": "optuna", "scheduler": {"name": "asha", "max_t": 3, "grace_period": 1}, "reuse_actors": True},
         {"scheduler": {"name": "pb2", "perturbation_interval": 1, "hyperparam_bounds": {"agent": {"ent_coef": [0.0, 0.02]}}}},
     ],
     ids=["optuna_asha", "pb2"],
@@ -190,6 +191,12 @@ def test_errored_trial_resumes(ray_session, tmp_path, capsys):
 def test_optuna_and_pb2(ray_session, tmp_path, capsys, tune_section):
     config = yaml.safe_load(SMALL_CORRIDOR)
     config["trial"]["agent"]["ent_coef"] = {"uniform": [0.0, 0.02]}
+    if tune_section["scheduler"]["name"] == "pb2":
+        # Half a CPU each, so both trials run at once in a test worker's one-CPU Ray: one at a time,
+        # PB2 pauses a trial at every result to let the other run, and each resume is a new process
+        # (47 s in all, against 26 s side by side, on a busy 2-core machine). With reuse_actors
+        # that ping-pong ran for over 500 s, so it stays off here.
+        config["trial"]["resources"] = {"cpu": 0.5}
     config["tune"] = {"metric": "eval/return_mean", "mode": "max", "num_samples": 2, **tune_section}
     path = write(tmp_path, yaml.safe_dump(config))
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0

@@ -17,10 +17,16 @@ OFFLINE = "offline_td3bc_pendulum.yaml"
 OFFLINE_DATASET = pathlib.Path(tempfile.gettempdir()) / f"ajax_tune_configs_{os.getpid()}" / "pendulum"
 
 # Small budgets and few iterations; shapes stay as shipped unless a config is costly to compile.
+# A config of several trials reuses actors (a later trial continues in an earlier one's process,
+# with its compiled program, through reset_config), and the three PPO cartpole configs share one
+# program (4096 env steps per call, 8 evaluation episodes), which the cache then compiles once.
+REUSE = "tune.reuse_actors=true"
 REDUCED = {
-    "quickstart.yaml": ["trial.train.timesteps_per_iteration=4096", "stop.training_iteration=2"],
+    "quickstart.yaml": ["trial.train.timesteps_per_iteration=4096", "stop.training_iteration=2", REUSE],
     "search_cartpole_asha.yaml": [
         "trial.train.timesteps_per_iteration=4096",
+        "trial.train.eval_episodes=8",
+        REUSE,
         "tune.num_samples=2",
         "tune.scheduler.max_t=2",
         "tune.scheduler.grace_period=1",
@@ -30,6 +36,7 @@ REDUCED = {
     "curriculum_point_reach.yaml": ["trial.train.timesteps_per_iteration=2048", "stop.training_iteration=2"],
     "pbt_lr_schedule.yaml": [
         "trial.train.timesteps_per_iteration=4096",
+        "trial.train.eval_episodes=8",
         "tune.num_samples=2",
         "tune.scheduler.perturbation_interval=1",
         "stop.training_iteration=2",
@@ -59,6 +66,7 @@ REDUCED = {
         "trial.train.eval_episodes=2",
         "tune.num_samples=2",
         "stop.training_iteration=2",
+        REUSE,
     ],
 }
 GRID_SIZES = {"quickstart.yaml": 2, "task_samplers_corridor.yaml": 3, "autocurricula_point_reach.yaml": 4}  # trials per sample

@@ -58,7 +58,13 @@ def test_search_grid_and_random_with_asha(tmp_path):
         "search",
         checkpoint_every=2,
         tune_config=tune.TuneConfig(
-            metric="eval/return_mean", mode="max", num_samples=2, scheduler=asha, trial_dirname_creator=trial_dirname
+            metric="eval/return_mean",
+            mode="max",
+            num_samples=2,
+            scheduler=asha,
+            # a trial ASHA stops hands its actor (and compiled program) to the next one
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
         ),
     )
     assert len(results) == 4
@@ -174,7 +180,10 @@ def test_curriculum_pays_off_on_a_long_corridor(tmp_path):
         agent={"num_envs": 16, "unroll_length": 32},
         train={"timesteps_per_iteration": 16 * 32 * 6, "num_seeds": 4},
     )
-    results = fit(AjaxTrainable, space, tmp_path, "payoff", stop={"training_iteration": 12})
+    # the second trial may continue in the first one's actor: reset_config starts it afresh
+    # (test_trainable_reset_config_leaks_nothing), so the two runs stay independent
+    tune_config = tune.TuneConfig(reuse_actors=True, trial_dirname_creator=trial_dirname)
+    results = fit(AjaxTrainable, space, tmp_path, "payoff", stop={"training_iteration": 12}, tune_config=tune_config)
     curriculum, direct = sorted((rows(r) for r in results), key=lambda df: "curriculum/level" not in df)
     assert curriculum["curriculum/task/length"].iloc[0] == 4  # the ladder starts short
     final = curriculum.iloc[-1]
