@@ -1,11 +1,12 @@
 """T-maze: a ThresholdCurriculum over the corridor's length against direct training on it.
 
 Recurrent PPO (a GRU of 32, 32 envs x 64 steps, 2 minibatches x 4 epochs) on a T-maze of length
-`--target`, 4 seeds as lanes of one trial, the same budget for both arms. `direct` trains on the target length from the start; `curriculum`
-starts at length 2 and walks up (2, 4, 6, ... up to the target) each time the seeds' mean
-success passes 0.9. Both evaluate the target length after every call (a held-out task), so the
-two arms are read on the same task. Arms alternate, one process each; the processes share a
-fresh compilation cache (both arms run one program: the task is data), so one compiles.
+`--target`, 4 seeds as lanes of one trial, the same budget for both arms. `direct` trains on the
+target length from the start; `curriculum` starts at length 2 and walks up (2, 4, 6, ... up to
+the target) each time the seeds' mean success passes 0.9. Both evaluate the target length after
+every call (a held-out task), so the two arms are read on the same task. Arms alternate, one
+process each; the processes share a fresh compilation cache (both arms run one program: the
+task is data), so one compiles.
 
     python benchmarks/tmaze_curriculum.py                 # target 16, seeds 0 to 3, 98,304 steps
     python benchmarks/tmaze_curriculum.py --quick         # smoke: target 6, one seed, 2 calls
