@@ -23,10 +23,6 @@ from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
 from ajax_tune.agents.ppo.losses import clipped_objective, gae
 
-#: cell steps per iteration of the replay's loops: on the CPU a step of a small cell costs less
-#: than the loop's own bookkeeping around it, so several run per iteration (the same arithmetic).
-REPLAY_UNROLL = 8
-
 
 def _dense(p, x):
     """`nn.Dense` over the last axis of `x`, any leading shape, from its parameters."""
@@ -162,7 +158,9 @@ class RecurrentPPO(PPO, form="recurrent"):
             return carry, (features, carry)
 
         xs = (self.trunk.encode(trunk_params, obs), reset)
-        _, (features, after) = jax.lax.scan(step, start, xs, unroll=REPLAY_UNROLL)
+        # Not unrolled: on the CPU unrolling 8 steps per iteration compiled 1.6x longer and ran slower
+        # (benchmarks/recurrent.py, docs/benchmarks.md).
+        _, (features, after) = jax.lax.scan(step, start, xs)
         return features, after
 
     # -- learning ------------------------------------------------------------------------
