@@ -115,7 +115,8 @@ def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothin
 @pytest.mark.optimised
 def test_split_runs_with_save_and_restore_are_bit_identical(tmp_path):
     """One call of 6 unrolls == 3 calls of 2, each into a fresh loop restored from a checkpoint, in
-    the fully optimised build users run (the claim is about that build; one test, two programs)."""
+    the fully optimised build users run (the claim is about that build; one test, two programs).
+    Measured on 2 shared cores: 27 s with a cold compilation cache, 8.5 s warm."""
     assert jax.config.read("jax_disable_most_optimizations") is False
     long_loop = tiny_loop(timesteps_per_iteration=6 * UNROLL)
     one_call = host(long_loop.train(long_loop.init(seed=5)))

@@ -1,13 +1,14 @@
 """On the T-maze, a ThresholdCurriculum over the corridor's length brings recurrent PPO to a
 length that training on that length directly does not solve within the same budget.
 
-Measured with the settings of `benchmarks/tmaze_curriculum.py` (length 16, 98,304 env steps per
-seed, 4 seeds as lanes per trial, fully optimised on the CPU; trials of seeds 0 to 3): the
-curriculum's seeds first reached a mean success of 0.9 on length 16 at 65,536, 98,304, 65,536
-and 98,304 env steps; direct training on length 16 reached at most 0.0, 0.16, 0.0 and 0.14 in
-the same budget (a policy that ignores the cue and walks to the junction scores 0.5). Short
-corridors make the cue's worth learnable; the memory then carries to the long one. This test
-runs the trial of seed 0; both arms run one program (the task is data), compiled once.
+Measured with `python benchmarks/tmaze_curriculum.py` (length 16, 98,304 env steps per seed, 4
+seeds as lanes per trial, fully optimised on the CPU; trials of seeds 0 to 3): the curriculum's
+seeds first reached a mean success of 0.9 on length 16 at 65,536, 98,304, 65,536 and 98,304 env
+steps; direct training on length 16 reached at most 0.25, 0.20, 0.0 and 0.14 in the same budget
+(a policy that ignores the cue and walks to the junction scores 0.5). Short corridors make the
+cue's worth learnable; the memory then carries to the long one. This test runs the trial of seed
+0; both arms run one program (the task is data), compiled once: 32 s with a cold compilation
+cache, 12 s warm, on 2 shared cores.
 """
 
 import pytest
@@ -52,4 +53,4 @@ def test_a_length_curriculum_solves_the_long_tmaze_that_direct_training_does_not
     )
     assert best_on_target(curriculum, stop_at=0.9) >= 0.9
     direct = best_on_target(Runner(config(TARGET)))
-    assert direct < 0.9  # measured 0.0 for this seed (at most 0.16 over four trials)
+    assert direct < 0.9  # measured 0.25 for this seed (at most 0.25 over four trials)
