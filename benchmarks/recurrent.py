@@ -10,6 +10,7 @@ after its first.
 
     python benchmarks/recurrent.py               # 2 repeats, 1 and 8 seeds
     python benchmarks/recurrent.py --quick       # smoke: 1 repeat, 1 seed, a short budget
+    python benchmarks/recurrent.py --sides recurrent --seeds 1 --out before.json   # one side only
 """
 
 from __future__ import annotations
@@ -93,6 +94,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--repeats", type=int, default=2, help="processes per side and seed count, alternated")
     parser.add_argument("--calls", type=int, default=2, help="timed training calls per process")
+    parser.add_argument("--sides", nargs="+", choices=list(SIDES), default=list(SIDES), help="which sides run (default both)")
     parser.add_argument("--quick", action="store_true", help="smoke: one repeat, 1 seed, short calls")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=None)
@@ -106,16 +108,18 @@ def main(argv=None) -> None:
 
     results = []
     for seeds in args.seeds:
-        runs = {side: [] for side in SIDES}
+        runs = {side: [] for side in args.sides}
         for r in range(args.repeats):
-            for side in list(SIDES) if r % 2 == 0 else list(SIDES)[::-1]:
+            for side in list(runs) if r % 2 == 0 else list(runs)[::-1]:
                 out = run_worker({"side": side, "num_seeds": seeds, "steps_per_call": steps_per_call, "calls": args.calls})
                 runs[side].append(out)
                 print(f"[{seeds} seed(s) {side} {r + 1}/{args.repeats}] {harness.brief(out)}", flush=True)
         summary = {side: harness.medians(r, ("env_steps_per_s", "compile_s", "run_s")) for side, r in runs.items()}
-        ratio = summary["recurrent"]["env_steps_per_s"]["median"] / summary["feed_forward"]["env_steps_per_s"]["median"]
-        results.append({"num_seeds": seeds, "summary": summary, "recurrent_over_feed_forward": ratio, "runs": runs})
-        print(f"[{seeds} seed(s)] recurrent runs at {ratio:.2f}x feed-forward's env steps/s", flush=True)
+        results.append({"num_seeds": seeds, "summary": summary, "runs": runs})
+        if len(runs) == len(SIDES):
+            ratio = summary["recurrent"]["env_steps_per_s"]["median"] / summary["feed_forward"]["env_steps_per_s"]["median"]
+            results[-1]["recurrent_over_feed_forward"] = ratio
+            print(f"[{seeds} seed(s)] recurrent runs at {ratio:.2f}x feed-forward's env steps/s", flush=True)
 
     work = {"agent": AGENT, "recurrent": SIDES["recurrent"]["recurrent"], "steps_per_call": steps_per_call, "calls": args.calls}
     name = "recurrent_quick" if args.quick else "recurrent"

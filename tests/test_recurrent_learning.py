@@ -2,14 +2,24 @@
 on the same settings and budget does not, and the recurrent policy plays gymnasium's own
 CartPole-v1, velocities hidden by an observation wrapper, as it plays in JAX.
 
-Measured for these settings (seed 0, 4 seeds as lanes, 8 evaluation episodes each, fully
-optimised on the CPU): the recurrent seeds' mean evaluation first reached 480 at 327,680 env
-steps per seed; feed-forward PPO on the same settings (observations normalised, 16 x 128 or
-32 x 64 envs x steps) stayed between 41 and 45 over 983,040 env steps per seed.
+Measured for these settings (4 seeds as lanes, 8 evaluation episodes each, fully optimised on
+the CPU): the recurrent seeds' mean evaluation first reached 487.9 at 655,360 env steps per
+seed (the same settings reached 484.7 at 360,448 when the replay was unrolled 8 steps per loop
+iteration, which sums in another order: where in the budget it crosses depends on rounding, both
+well within it); feed-forward PPO on the same settings reached at most 45.6 over 655,360 env
+steps per seed (41 to 45 over 983,040 on the earlier settings); seed 0's policy scored 500 in
+all 10 episodes both in JAX and in gymnasium.
+
+The settings are chosen for cost: a GRU of 32 on 32 envs x 32 steps, 2 minibatches of 16 envs'
+unrolls, costs about a quarter of the arithmetic per env step of the earlier GRU of 64 on 32 x 64
+with 4 minibatches, and half the dependent cell steps. The solving fixture took 65 s cold on 2
+shared cores (146 s before, in the build with few XLA passes: see `fully_optimised`).
 """
 
+import contextlib
 import json
 
+import jax
 import pytest
 
 from ajax_tune.cli import main
@@ -20,8 +30,8 @@ pytestmark = pytest.mark.learning
 BUDGET = 1_000_000  # env steps per seed
 AGENT = {
     "num_envs": 32,
-    "unroll_length": 64,
-    "num_minibatches": 4,
+    "unroll_length": 32,
+    "num_minibatches": 2,
     "update_epochs": 4,
     "hidden_sizes": [64],
     "lr": 2.5e-3,
@@ -48,23 +58,39 @@ def train_until(runner, threshold, budget):
     return best, runner.loop.timestep(runner.state)
 
 
+@contextlib.contextmanager
+def fully_optimised():
+    """The build a `learning` test runs in. A module fixture is set up before the function-scoped
+    one in conftest.py that switches it on, so this fixture must switch it on itself: compiled with
+    few XLA passes, the same training ran several times slower."""
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+
+
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory):
-    runner = Runner(config(recurrent={"cell": "gru", "size": 64}))
-    best, steps = train_until(runner, 475.0, BUDGET)
-    return runner, best, steps, runner.save(tmp_path_factory.mktemp("recurrent") / "ckpt")
+    with fully_optimised():
+        runner = Runner(config(recurrent={"cell": "gru", "size": 32}))
+        best, steps = train_until(runner, 475.0, BUDGET)
+        return runner, best, steps, runner.save(tmp_path_factory.mktemp("recurrent") / "ckpt")
 
 
 def test_recurrent_ppo_solves_cartpole_without_velocities(solved):
     runner, best, steps, _ = solved
     assert best >= 475.0 and steps <= BUDGET
     assert runner.loop.compilations == 1
+    print(f"solved: best {best:.1f} at {steps} env steps per seed")
 
 
 def test_feed_forward_ppo_with_the_same_settings_and_budget_stays_well_below(solved):
     _, _, steps, _ = solved
     best, _ = train_until(Runner(config()), 475.0, steps)  # as many env steps as the recurrent agent took
-    assert best < 100.0  # measured: 41 to 45, whatever the budget up to 983,040 steps
+    print(f"feed-forward: best {best:.1f} within {steps} env steps per seed")
+    assert best < 100.0  # measured 45.6 (41 to 45 up to 983,040 steps on the earlier settings)
 
 
 def test_the_recurrent_policy_plays_gymnasiums_cartpole_with_velocities_hidden(solved, capsys):
@@ -75,4 +101,5 @@ def test_the_recurrent_policy_plays_gymnasiums_cartpole_with_velocities_hidden(s
     gym_stats = json.loads(capsys.readouterr().out)
     # the policy `--gymnasium` runs is seed 0's, which scores as in its JAX evaluation
     seed0 = jax_stats["return_mean_per_seed"][0]
+    print(f"seed 0: {seed0:.1f} in JAX, {gym_stats['return_mean']:.1f} (min {gym_stats['return_min']:.0f}) in gymnasium")
     assert gym_stats["return_mean"] >= 0.9 * seed0 and seed0 >= 400.0

@@ -18,7 +18,6 @@ from ajax_tune.runner import Runner
 from ajax_tune.schedules import Schedule
 from tests.support.helpers import assert_trees_equal, host
 
-BUILDS = pytest.mark.parametrize("build", ["few_passes", pytest.param("optimised", marks=pytest.mark.optimised)])
 TINY = dict(num_envs=4, unroll_length=16, num_minibatches=2, update_epochs=2, hidden_sizes=(16,))
 UNROLL = 4 * 16
 
@@ -75,6 +74,32 @@ def test_bad_recurrent_settings_are_refused_in_one_line(agent, expected):
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_replay_computes_flaxs_cell(cell):
+    """The update's replay (encoder and input-side products over the whole unroll at once, the
+    carry-side products as one matrix product per step, restarts where the loop restarted) is
+    flax's cell applied step by step: the same arithmetic, its matrix products of other shapes
+    (so summed in another order: within a few float32 roundings, not bit for bit)."""
+    env = make_env("cartpole", hide_velocities=True)
+    agent = PPO(PPOConfig(**TINY, recurrent={"cell": cell, "size": 8}), env.observation_space, env.action_space)
+    params = agent.init(jax.random.key(0)).params["trunk"]
+    k_obs, k_reset, k_start = jax.random.split(jax.random.key(1), 3)
+    obs = jax.random.normal(k_obs, (16, 4, 2))
+    reset = jax.random.bernoulli(k_reset, 0.2, (16, 4))
+    start = jax.tree.map(lambda z: jax.random.normal(k_start, z.shape), agent.init_carry(4))
+
+    def flax_step(carry, xs):
+        x, fresh = xs
+        carry = jax.tree.map(lambda z, c: jax.numpy.where(fresh[:, None], z, c), agent.init_carry(4), carry)
+        carry, features = agent.trunk.apply(params, carry, x)
+        return carry, (features, carry)
+
+    expected = jax.jit(lambda: jax.lax.scan(flax_step, start, (obs, reset))[1])()
+    close = lambda a, b: [np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6) for x, y in zip(*map(jax.tree.leaves, (a, b)))]  # noqa: E731
+    close(jax.jit(agent._replay)(params, start, obs, reset), expected)
+    close(jax.jit(agent.trunk.step)(params, start, obs[0]), jax.jit(agent.trunk.apply)(params, start, obs[0]))
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothing(cell):
     loop = tiny_loop(cell)
     state, out = loop.train(loop.init(seed=1))
@@ -87,10 +112,12 @@ def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothin
     assert loop.compilations == 1
 
 
-@BUILDS
-def test_split_runs_with_save_and_restore_are_bit_identical(tmp_path, build):
-    """One call of 6 unrolls == 3 calls of 2, each into a fresh loop restored from a checkpoint."""
-    assert jax.config.read("jax_disable_most_optimizations") is (build == "few_passes")
+@pytest.mark.optimised
+def test_split_runs_with_save_and_restore_are_bit_identical(tmp_path):
+    """One call of 6 unrolls == 3 calls of 2, each into a fresh loop restored from a checkpoint, in
+    the fully optimised build users run (the claim is about that build; one test, two programs).
+    Measured on 2 shared cores: 27 s with a cold compilation cache, 8.5 s warm."""
+    assert jax.config.read("jax_disable_most_optimizations") is False
     long_loop = tiny_loop(timesteps_per_iteration=6 * UNROLL)
     one_call = host(long_loop.train(long_loop.init(seed=5)))
     for i in range(3):

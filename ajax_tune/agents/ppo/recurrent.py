@@ -24,8 +24,21 @@ from ajax_tune.agents.ppo.config import PPOConfig
 from ajax_tune.agents.ppo.losses import clipped_objective, gae
 
 
+def _dense(p, x):
+    """`nn.Dense` over the last axis of `x`, any leading shape, from its parameters."""
+    y = jax.lax.dot_general(x, p["kernel"], (((x.ndim - 1,), (0,)), ((), ())))
+    return y + p["bias"] if "bias" in p else y
+
+
 class RecurrentTrunk(nn.Module):
-    """One step for a batch of envs: encode the observation, advance the cell."""
+    """One step for a batch of envs: encode the observation, advance the cell.
+
+    The module defines the parameters (flax's GRU and optimised LSTM cells, so their layout is
+    flax's); the steps are computed by `encode` and `advance` below, the same arithmetic split in
+    two: `encode` holds all that does not read the carry (the encoder and the cell's input-side
+    products), so an update runs it once over a whole unroll, and `advance` is what must follow
+    the carry step by step, with the cell's recurrent products as one matrix product.
+    """
 
     cell: str
     size: int
@@ -40,6 +53,49 @@ class RecurrentTrunk(nn.Module):
     def zeros(self, num_envs: int):
         h = jnp.zeros((num_envs, self.size), jnp.float32)
         return h if self.cell == "gru" else (h, h)
+
+    def encode(self, params, obs):
+        """The carry-free part of a step, for observations of any leading shape."""
+        p = params["params"]
+        x = ACTIVATIONS[self.activation](_dense(p["Dense_0"], obs))
+        if self.cell == "gru":
+            cell = p["GRUCell_0"]
+            return tuple(_dense(cell[name], x) for name in ("ir", "iz", "in"))
+        cell = p["OptimizedLSTMCell_0"]
+        return _dense({"kernel": jnp.concatenate([cell[f"i{g}"]["kernel"] for g in "ifgo"], axis=-1)}, x)
+
+    def recurrent_weights(self, params):
+        """The cell's carry-side kernels side by side (one product per step) and their biases."""
+        p = params["params"]
+        if self.cell == "gru":
+            cell = p["GRUCell_0"]
+            return jnp.concatenate([cell[name]["kernel"] for name in ("hr", "hz", "hn")], axis=-1), cell["hn"]["bias"]
+        cell = p["OptimizedLSTMCell_0"]
+        kernel = jnp.concatenate([cell[f"h{g}"]["kernel"] for g in "ifgo"], axis=-1)
+        return kernel, jnp.concatenate([cell[f"h{g}"]["bias"] for g in "ifgo"], axis=-1)
+
+    def advance(self, weights, carry, encoded):
+        """One step of the cell from `encode`'s output: the next carry and the features."""
+        kernel, bias = weights
+        if self.cell == "gru":
+            h = carry
+            i_r, i_z, i_n = encoded
+            h_r, h_z, h_n = jnp.split(jnp.dot(h, kernel), 3, axis=-1)
+            r = jax.nn.sigmoid(i_r + h_r)
+            z = jax.nn.sigmoid(i_z + h_z)
+            n = jnp.tanh(i_n + r * (h_n + bias))
+            h = (1.0 - z) * n + z * h
+            return h, h
+        c, h = carry
+        h_i, h_f, h_g, h_o = jnp.split(jnp.dot(h, kernel) + bias, 4, axis=-1)
+        i_i, i_f, i_g, i_o = jnp.split(encoded, 4, axis=-1)
+        c = jax.nn.sigmoid(h_f + i_f) * c + jax.nn.sigmoid(h_i + i_i) * jnp.tanh(h_g + i_g)
+        h = jax.nn.sigmoid(h_o + i_o) * jnp.tanh(c)
+        return (c, h), h
+
+    def step(self, params, carry, obs):
+        """`__call__` through `encode` and `advance`."""
+        return self.advance(self.recurrent_weights(params), carry, self.encode(params, obs))
 
 
 def _where_fresh(fresh, new, carry):
@@ -80,7 +136,7 @@ class RecurrentPPO(PPO, form="recurrent"):
     # -- acting --------------------------------------------------------------------------
 
     def act(self, state: PPOState, obs, key, deterministic: bool = False, *, carry):
-        carry, features = self.trunk.apply(state.params["trunk"], carry, self.obs_norm(state.obs_norm, obs))
+        carry, features = self.trunk.step(state.params["trunk"], carry, self.obs_norm(state.obs_norm, obs))
         logits = self.policy.apply(state.params["policy"], features)
         if deterministic:
             return self.to_env(self.dist.mode(logits)), {}, carry
@@ -90,16 +146,21 @@ class RecurrentPPO(PPO, form="recurrent"):
 
     def _replay(self, trunk_params, start, obs, reset):
         """The cell over `[T, B]` normalised observations from the `[B]` carries `start`,
-        restarting where `reset` says: each step's features and the carry after it."""
+        restarting where `reset` says: each step's features and the carry after it. The encoder
+        and the input-side products run once over the whole unroll, not inside the loop."""
         fresh_carry = self.trunk.zeros(obs.shape[1])
+        weights = self.trunk.recurrent_weights(trunk_params)
 
         def step(carry, xs):
-            x, fresh = xs
+            encoded, fresh = xs
             carry = _where_fresh(fresh, fresh_carry, carry)
-            carry, features = self.trunk.apply(trunk_params, carry, x)
+            carry, features = self.trunk.advance(weights, carry, encoded)
             return carry, (features, carry)
 
-        _, (features, after) = jax.lax.scan(step, start, (obs, reset))
+        xs = (self.trunk.encode(trunk_params, obs), reset)
+        # Not unrolled: on the CPU unrolling 8 steps per iteration compiled 1.6x longer and ran slower
+        # (benchmarks/recurrent.py, docs/benchmarks.md).
+        _, (features, after) = jax.lax.scan(step, start, xs)
         return features, after
 
     # -- learning ------------------------------------------------------------------------
@@ -119,7 +180,7 @@ class RecurrentPPO(PPO, form="recurrent"):
         features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
         value = self._value(params["value"], features)
         # The true successor of each step, read by the cell from the carry that step left.
-        _, next_features = self.trunk.apply(params["trunk"], after, next_obs)
+        _, next_features = self.trunk.step(params["trunk"], after, next_obs)
         next_value = self._value(params["value"], next_features)
         advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
         steps = jnp.sum(mask, axis=0)
