@@ -308,16 +308,24 @@ def _saved_metric(directory: pathlib.Path) -> str | None:
     return experiment_metric(directory)
 
 
+def _best_result(results, metric, mode):
+    """(the best trial by `metric` at any iteration, the metric, the mode, why there is none): the
+    experiment's metric and mode, else those the ResultGrid was given; the trial is None, with
+    Tune's reason, when no trial reported the metric as a finite number."""
+    default_metric, default_mode = compat.result_grid_defaults(results)
+    metric, mode = metric or default_metric, mode or default_mode
+    try:
+        return results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True), metric, mode, None
+    except (RuntimeError, ValueError) as exc:
+        return None, metric, mode, exc
+
+
 def _report(results, metric, mode, plots: bool) -> int:
     print()
     errors = [r for r in results if r.error]
-    default_metric, default_mode = compat.result_grid_defaults(results)
-    metric, mode = metric or default_metric, mode or default_mode
-    best = None
-    try:
-        best = results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True)
-    except (RuntimeError, ValueError) as exc:
-        print(f"No best trial: {exc}")
+    best, metric, mode, why_none = _best_result(results, metric, mode)
+    if why_none is not None:
+        print(f"No best trial: {why_none}")
     if best is not None:
         print(f"Best trial: {pathlib.Path(best.path).name} (the best {metric} of any trial at any iteration)")
         peak = _best_row(best.metrics_dataframe, metric, mode)
@@ -410,11 +418,8 @@ def _best_row(frame, metric, mode):
 def _best_trial_video(results, metric, mode, callback) -> None:
     """With W&B on, a short video of the best trial's best kept checkpoint, logged to W&B
     (`wandb_logging.log_best_trial_video`); a failure here is a warning, not the run's."""
-    default_metric, default_mode = compat.result_grid_defaults(results)
-    metric, mode = metric or default_metric, mode or default_mode
-    try:
-        best = results.get_best_result(metric=metric, mode=mode, scope="all", filter_nan_and_inf=True)
-    except (RuntimeError, ValueError):
+    best, metric, mode, _ = _best_result(results, metric, mode)
+    if best is None:
         return
     kept = _best_checkpoint(best, metric, mode)
     if not kept:

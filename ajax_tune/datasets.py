@@ -133,8 +133,8 @@ def from_minari(dataset_id: str) -> Dataset:
     data = minari.load_dataset(dataset_id)
     parts: dict[str, list] = {name: [] for name in FIELDS}
     for episode in data.iterate_episodes():
-        obs = np.asarray(episode.observations)
-        if not isinstance(episode.observations, np.ndarray) or obs.dtype == object:
+        obs = episode.observations
+        if not isinstance(obs, np.ndarray):  # a dict or tuple space's
             raise DatasetError(f"train.dataset: minari:{dataset_id} has structured observations; ajax_tune reads arrays")
         parts["observations"].append(obs[:-1])
         parts["next_observations"].append(obs[1:])

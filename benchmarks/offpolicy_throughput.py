@@ -69,22 +69,11 @@ DQN = {
 # Its actor (and the targets) step once per `policy_delay` env steps, with `num_epochs` updates:
 # one actor update per `policy_delay` critic updates, as ours.
 TD3 = {
-    "env": "pendulum",
-    "rejax_env": "Pendulum-v1",
-    "budgets": {1: 4_096, 8: 1_024},
+    **SAC,
     "action_half_range": 2.0,  # Rejax's noises are in the env's units (torque in [-2, 2]); ours in [-1, 1]
     "agent_config": {
-        "num_envs": 8,
-        "unroll_length": 8,
-        "utd_ratio": 0.5,
-        "batch_size": 256,
-        "capacity": 100_000,
-        "learning_starts": 256,
+        **SAC["agent_config"],
         "hidden_sizes": [64, 64],
-        "activation": "relu",
-        "lr": {"kind": "constant", "peak": 1e-3},
-        "gamma": 0.99,
-        "tau": 0.005,
         "policy_delay": 2,
         "exploration_noise": 0.1,
         "target_noise": 0.2,

@@ -29,11 +29,11 @@ def pytest_collection_modifyitems(config, items):
     trains to a threshold (`learning`) or compiles fully optimised (`optimised`), so that
     `pytest -m "not slow"` is the fast loop. Plain `pytest` runs everything."""
     for item in items:
-        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES or fully_optimised(item):
+        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES or wants_full_build(item):
             item.add_marker(pytest.mark.slow)
 
 
-def fully_optimised(item) -> bool:
+def wants_full_build(item) -> bool:
     return item.get_closest_marker("learning") is not None or item.get_closest_marker("optimised") is not None
 
 
@@ -41,15 +41,13 @@ def fully_optimised(item) -> bool:
 def _fully_optimised(request):
     """Full XLA optimisation for the duration of a `learning` test (its run time, not its compile
     time, is what it costs) or an `optimised` one (what it checks must hold where users run)."""
-    if not fully_optimised(request.node):
+    if not wants_full_build(request.node):
         yield
         return
-    before = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    try:
+    from tests.support.helpers import fully_optimised
+
+    with fully_optimised():
         yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", before)
 
 
 def cpus_per_worker() -> int:

@@ -17,6 +17,7 @@ from ajax_tune.envs import make_env
 from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.runner import Runner
+from tests.support.helpers import fully_optimised
 
 pytestmark = pytest.mark.learning
 
@@ -25,9 +26,7 @@ ROWS = 10_000  # 50 episodes of pendulum
 
 @pytest.fixture(scope="module")
 def pendulum_datasets(tmp_path_factory):
-    before = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)  # a module fixture runs before the per-test switch
-    try:
+    with fully_optimised():  # a module fixture: conftest's switch comes after it
         env = make_env("pendulum")
         agent = SAC(
             SACConfig(num_envs=4, unroll_length=8, batch_size=128, hidden_sizes=(64, 64), lr=1e-3, learning_starts=1_000),
@@ -63,8 +62,6 @@ def pendulum_datasets(tmp_path_factory):
         }
         print("dataset episode returns: expert", round(found["collecting_return"]), "random", round(found["random_return"]))
         yield found
-    finally:
-        jax.config.update("jax_disable_most_optimizations", before)
 
 
 def offline_runner(path, name, **agent):

@@ -16,14 +16,13 @@ with 4 minibatches, and half the dependent cell steps. The solving fixture took 
 shared cores (146 s before, in the build with few XLA passes: see `fully_optimised`).
 """
 
-import contextlib
 import json
 
-import jax
 import pytest
 
 from ajax_tune.cli import main
 from ajax_tune.runner import Runner
+from tests.support.helpers import fully_optimised
 
 pytestmark = pytest.mark.learning
 
@@ -58,22 +57,9 @@ def train_until(runner, threshold, budget):
     return best, runner.loop.timestep(runner.state)
 
 
-@contextlib.contextmanager
-def fully_optimised():
-    """The build a `learning` test runs in. A module fixture is set up before the function-scoped
-    one in conftest.py that switches it on, so this fixture must switch it on itself: compiled with
-    few XLA passes, the same training ran several times slower."""
-    before = jax.config.read("jax_disable_most_optimizations")
-    jax.config.update("jax_disable_most_optimizations", False)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_disable_most_optimizations", before)
-
-
 @pytest.fixture(scope="module")
 def solved(tmp_path_factory):
-    with fully_optimised():
+    with fully_optimised():  # a module fixture: conftest's switch comes after it
         runner = Runner(config(recurrent={"cell": "gru", "size": 32}))
         best, steps = train_until(runner, 475.0, BUDGET)
         return runner, best, steps, runner.save(tmp_path_factory.mktemp("recurrent") / "ckpt")

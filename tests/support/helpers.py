@@ -1,5 +1,7 @@
 """Small builders shared by the tests (kept tiny so that compiles stay cheap)."""
 
+import contextlib
+
 import jax
 import numpy as np
 import pytest
@@ -9,6 +11,20 @@ from ajax_tune.envs import make_env
 from ajax_tune.loop import LoopConfig, TrainLoop
 
 CORRIDOR = dict(max_length=16, max_episode_steps=24, default_length=4)
+
+
+@contextlib.contextmanager
+def fully_optimised():
+    """Compile with every XLA pass, the build users run, while inside (the suite compiles with
+    few by default, see tests/conftest.py). A `learning` or `optimised` test gets it from
+    conftest's function-scoped fixture; a module fixture is set up before that one, so one that
+    trains must enter this itself."""
+    before = jax.config.read("jax_disable_most_optimizations")
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
 
 
 def corridor_loop(agent=None, **loop_overrides) -> TrainLoop:
