@@ -312,7 +312,8 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
         space,
         tmp_path,
         "dqn_pbt",
-        stop={"training_iteration": 6},
+        # one synchronous exploit round: after it every trial waits for a new actor (about 8 s here)
+        stop={"training_iteration": 4},
         callbacks=[collect],
         tune_config=tune.TuneConfig(
             metric="eval/return_mean",

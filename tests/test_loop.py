@@ -1,6 +1,11 @@
 """The TrainLoop contract: split-run equivalence, donation, no recompilation, cadence."""
 
 import dataclasses
+import hashlib
+import os
+import pathlib
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -12,6 +17,7 @@ from ajax_tune.schedules import Schedule
 from tests.support.helpers import assert_trees_equal, corridor_loop, host
 
 UNROLL = 8 * 16  # env steps per update in corridor_loop
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 LR = Schedule(kind="warmup_cosine", peak=1e-3, warmup_fraction=0.2, end_fraction=0.1)
 
 
@@ -71,6 +77,31 @@ def test_split_runs_are_bit_identical(tmp_path):
     # evaluation cadence is absolute: every 3 updates of the whole run, whatever the split
     eval_steps = one_call[1].rows["eval/timestep"][0]
     assert eval_steps[eval_steps >= 0].tolist() == [3 * UNROLL, 6 * UNROLL]
+
+
+def digest_of_three_calls() -> str:
+    """A hash of the agent after three calls of the corridor loop, in this process's build."""
+    loop = corridor_loop(timesteps_per_iteration=2 * UNROLL)
+    state = loop.init(seed=3)
+    for _ in range(3):
+        state, _ = loop.train(state)
+    digest = hashlib.sha1()
+    for leaf in jax.tree.leaves(host(state.agent)):
+        digest.update(leaf.tobytes())
+    return digest.hexdigest()
+
+
+@pytest.mark.optimised
+def test_the_suites_fully_optimised_build_is_the_one_users_run():
+    """The suite compiles with few passes and a flag that halves compile time (tests/conftest.py);
+    a fully optimised compile must drop both, or the bit-identity claims here would be checked in
+    a build no user runs. The same three calls in a fresh process on JAX's defaults (no XLA_FLAGS,
+    every pass) must train the same bits: they differ when the flag leaks."""
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "JAX_DISABLE_MOST_OPTIMIZATIONS")}
+    env["PYTHONPATH"] = str(ROOT)  # the repository, for `tests.test_loop`
+    script = "from tests.test_loop import digest_of_three_calls; print(digest_of_three_calls())"
+    users = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
+    assert digest_of_three_calls() == users.stdout.strip()
 
 
 def test_the_start_evaluation_runs_once_per_run_and_changes_no_training(tmp_path):

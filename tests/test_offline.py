@@ -181,10 +181,13 @@ def test_a_second_dataset_of_the_same_shape_trains_without_recompiling(tmp_path)
         runner.loop.set_dataset(pendulum_rows(rows=128))
 
 
+@pytest.mark.optimised
 @pytest.mark.parametrize("name", ["td3bc", "iql", "bc"])
 def test_split_runs_with_a_save_and_restore_are_bit_identical(dataset_dir, tmp_path, name):
     """One call of 32 updates against two of 16 with a save and a restore into a new runner (the
-    same evaluation cadence, so the same blocks of updates; the draws would match anyway)."""
+    same evaluation cadence, so the same blocks of updates; the draws would match anyway), in the
+    fully optimised build users run: XLA may order a sum differently in the two programs of a
+    cheaper build (IQL's did, by one float32 ulp, without the CPU fusion emitters)."""
     whole = Runner(offline_config(dataset_dir, name, timesteps_per_iteration=32, eval_every=16))
     whole.train()
     first = Runner(offline_config(dataset_dir, name, eval_every=16))
@@ -262,7 +265,7 @@ def test_tunes_pbt_over_iql_settings_continues_offline_trials_without_recompilin
         space,
         tmp_path,
         "iql_pbt",
-        stop={"training_iteration": 3},
+        stop={"training_iteration": 2},  # one synchronous exploit round, then a call after it
         callbacks=[collect],
         tune_config=tune.TuneConfig(
             metric="eval/return_mean", mode="max", scheduler=pbt, reuse_actors=True, trial_dirname_creator=trial_dirname
@@ -273,7 +276,7 @@ def test_tunes_pbt_over_iql_settings_continues_offline_trials_without_recompilin
     assert len(collect.rows) == 2
     for trial_rows in collect.rows.values():
         assert all(r["perf/compilations"] == 1 and r["env_steps"] == 0 for r in trial_rows)
-        assert {r["gradient_steps"] for r in trial_rows} <= {16, 32, 48}  # a restore continues a donor's updates
+        assert {r["gradient_steps"] for r in trial_rows} <= {16, 32}  # a restore continues a donor's updates
         assert all(r["timesteps_this_iter"] == 16 for r in trial_rows)
     configs = [r["config"]["agent"] for rows in collect.rows.values() for r in rows]
     assert any(c["expectile"] != 0.7 or c["temperature"] != 3.0 for c in configs)  # PBT explored the traced settings

@@ -26,7 +26,9 @@ ROWS = 10_000  # 50 episodes of pendulum
 
 @pytest.fixture(scope="module")
 def pendulum_datasets(tmp_path_factory):
-    with fully_optimised():  # a module fixture: conftest's switch comes after it
+    # a module fixture, set up before conftest's switch. Only the collecting policy's training
+    # needs the full build; the four collections compile faster in the suite's cheap one
+    with fully_optimised():
         env = make_env("pendulum")
         agent = SAC(
             SACConfig(num_envs=4, unroll_length=8, batch_size=128, hidden_sizes=(64, 64), lr=1e-3, learning_starts=1_000),
@@ -41,27 +43,27 @@ def pendulum_datasets(tmp_path_factory):
             if curve[-1] >= -200:
                 break
         print("collecting SAC policy (eval return per 4k env steps):", curve)
-        one = jax.tree.map(lambda x: x[0], state.agent)
-        root = tmp_path_factory.mktemp("datasets")
-        expert = datasets.collect(loop.env, ROWS, agent=agent, agent_state=one, epsilon=0.2, seed=1)
-        random = datasets.collect(loop.env, ROWS, seed=2)
-        # half random, half expert, as many rows as the expert set: a dataset is an argument of the
-        # compiled program, so TD3+BC trains on both with one compilation
-        half = ROWS // 2
-        mixed = datasets.concatenate(
-            [
-                datasets.collect(loop.env, half, seed=3),
-                datasets.collect(loop.env, half, agent=agent, agent_state=one, epsilon=0.2, seed=4),
-            ]
-        )
-        found = {
-            "expert": str(expert.save(root / "expert")),
-            "mixed": str(mixed.save(root / "mixed")),
-            "collecting_return": expert.source["return_mean"],
-            "random_return": random.source["return_mean"],
-        }
-        print("dataset episode returns: expert", round(found["collecting_return"]), "random", round(found["random_return"]))
-        yield found
+    one = jax.tree.map(lambda x: x[0], state.agent)
+    root = tmp_path_factory.mktemp("datasets")
+    expert = datasets.collect(loop.env, ROWS, agent=agent, agent_state=one, epsilon=0.2, seed=1)
+    random = datasets.collect(loop.env, ROWS, seed=2)
+    # half random, half expert, as many rows as the expert set: a dataset is an argument of the
+    # compiled program, so TD3+BC trains on both with one compilation
+    half = ROWS // 2
+    mixed = datasets.concatenate(
+        [
+            datasets.collect(loop.env, half, seed=3),
+            datasets.collect(loop.env, half, agent=agent, agent_state=one, epsilon=0.2, seed=4),
+        ]
+    )
+    found = {
+        "expert": str(expert.save(root / "expert")),
+        "mixed": str(mixed.save(root / "mixed")),
+        "collecting_return": expert.source["return_mean"],
+        "random_return": random.source["return_mean"],
+    }
+    print("dataset episode returns: expert", round(found["collecting_return"]), "random", round(found["random_return"]))
+    yield found
 
 
 def offline_runner(path, name, **agent):

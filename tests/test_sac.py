@@ -359,7 +359,8 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
         space,
         tmp_path,
         "sac_pbt",
-        stop={"training_iteration": 6},
+        # one synchronous exploit round: after it every trial waits for a new actor (about 8 s here)
+        stop={"training_iteration": 4},
         callbacks=[collect],
         tune_config=tune.TuneConfig(
             metric="eval/return_mean", mode="max", scheduler=pbt, reuse_actors=True, trial_dirname_creator=trial_dirname
