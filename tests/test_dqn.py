@@ -2,8 +2,6 @@
 traced settings, follows its epsilon schedule, and refuses bad settings before compiling."""
 
 import dataclasses
-import json
-import pathlib
 
 import jax
 import jax.numpy as jnp
@@ -272,12 +270,9 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
     compiles once, every result reports the epsilon and learning rate of the config in force at
     its timestep, and an exploiting trial continues from its donor's replay buffers."""
     from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
 
-    from ajax_tune import AjaxTrainable
     from ajax_tune.schedules import learning_rate
-    from ajax_tune.tune_output import trial_dirname
-    from tests.test_tune import CollectResults, fit
+    from tests.test_tune import fit_synch_pbt
 
     budget, horizon = 2 * UNROLL, 12 * UNROLL
     space = {
@@ -292,49 +287,26 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
         "train": {"total_timesteps": horizon, "timesteps_per_iteration": budget, "num_seeds": 1, "eval_episodes": 2},
         "callbacks": ["tests.support.replay_probe:ReplayProbe"],
     }
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=2,
-        quantile_fraction=0.5,
-        synch=True,  # exploits every round
-        resample_probability=0.5,
-        hyperparam_mutations={
-            "agent": {
-                "epsilon_end": [0.01, 0.1, 0.3],
-                "epsilon_decay_fraction": [0.1, 0.5],
-                "lr": {"peak": tune.loguniform(1e-4, 3e-3)},
-            }
-        },
+    mutations = {
+        "agent": {
+            "epsilon_end": [0.01, 0.1, 0.3],
+            "epsilon_decay_fraction": [0.1, 0.5],
+            "lr": {"peak": tune.loguniform(1e-4, 3e-3)},
+        }
+    }
+    _, per_trial, exploits = fit_synch_pbt(
+        space, tmp_path, "dqn_pbt", mutations, metric="eval/return_mean", interval=2, resample_probability=0.5, num_samples=4
     )
-    collect = CollectResults()
-    results = fit(
-        AjaxTrainable,
-        space,
-        tmp_path,
-        "dqn_pbt",
-        # one synchronous exploit round: after it every trial waits for a new actor (about 8 s here)
-        stop={"training_iteration": 4},
-        callbacks=[collect],
-        tune_config=tune.TuneConfig(
-            metric="eval/return_mean",
-            mode="max",
-            num_samples=4,
-            scheduler=pbt,
-            reuse_actors=True,
-            trial_dirname_creator=trial_dirname,
-        ),
-    )
-    exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
-    assert exploits and all(json.loads(line) for line in exploits), "PBT never exploited"
-    assert len(collect.rows) == 4
+    assert exploits and all(exploits), "PBT never exploited"
+    assert len(per_trial) == 4
 
-    for trial_rows in collect.rows.values():  # between restores, each call adds exactly one budget
+    for trial_rows in per_trial.values():  # between restores, each call adds exactly one budget
         for prev, r in zip(trial_rows, trial_rows[1:]):
             if r["iterations_since_restore"] == prev["iterations_since_restore"] + 1:
                 assert r["env_steps"] == prev["env_steps"] + budget
-    after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in collect.rows.items() for r in trial_rows}
+    after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in per_trial.items() for r in trial_rows}
     mutated = inherited = 0
-    for trial, trial_rows in collect.rows.items():
+    for trial, trial_rows in per_trial.items():
         settings = set()
         for r in trial_rows:
             assert r["perf/compilations"] == 1 and r["train/nonfinite"] == 0

@@ -238,45 +238,20 @@ def test_tunes_pbt_over_iql_settings_continues_offline_trials_without_recompilin
     """PBT over IQL's learning rate, expectile and temperature (all traced) on a dataset every trial
     shares: exploits happen, the explored settings reach the trials, gradient steps advance by one
     call's budget through restores, and no trial compiles more than once."""
-    import pathlib
-
     from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
 
-    from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_dirname
-    from tests.test_tune import CollectResults, fit
+    from tests.test_tune import fit_synch_pbt
 
     space = offline_config(dataset_dir, name="iql", total_timesteps=96)
     space["agent"] = {**space["agent"], "lr": tune.choice([1e-4, 3e-3]), "expectile": 0.7, "temperature": 3.0}
     space["train"]["seed"] = tune.grid_search([0, 1])
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=1,
-        quantile_fraction=0.5,
-        synch=True,
-        hyperparam_mutations={
-            "agent": {"lr": tune.loguniform(1e-4, 3e-3), "expectile": [0.6, 0.8, 0.9], "temperature": [1.0, 10.0]}
-        },
-    )
-    collect = CollectResults()
-    results = fit(
-        AjaxTrainable,
-        space,
-        tmp_path,
-        "iql_pbt",
-        stop={"training_iteration": 2},  # one synchronous exploit round, then a call after it
-        callbacks=[collect],
-        tune_config=tune.TuneConfig(
-            metric="eval/return_mean", mode="max", scheduler=pbt, reuse_actors=True, trial_dirname_creator=trial_dirname
-        ),
-    )
-    exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
+    mutations = {"agent": {"lr": tune.loguniform(1e-4, 3e-3), "expectile": [0.6, 0.8, 0.9], "temperature": [1.0, 10.0]}}
+    _, per_trial, exploits = fit_synch_pbt(space, tmp_path, "iql_pbt", mutations, metric="eval/return_mean")
     assert exploits, "PBT never exploited"
-    assert len(collect.rows) == 2
-    for trial_rows in collect.rows.values():
+    assert len(per_trial) == 2
+    for trial_rows in per_trial.values():
         assert all(r["perf/compilations"] == 1 and r["env_steps"] == 0 for r in trial_rows)
         assert {r["gradient_steps"] for r in trial_rows} <= {16, 32}  # a restore continues a donor's updates
         assert all(r["timesteps_this_iter"] == 16 for r in trial_rows)
-    configs = [r["config"]["agent"] for rows in collect.rows.values() for r in rows]
+    configs = [r["config"]["agent"] for rows in per_trial.values() for r in rows]
     assert any(c["expectile"] != 0.7 or c["temperature"] != 3.0 for c in configs)  # PBT explored the traced settings

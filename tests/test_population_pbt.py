@@ -264,45 +264,19 @@ def test_tunes_pbt_exploits_population_trials_whole(ray_session, tmp_path):
     """Tune's PBT over two population trials, each running PBT inside: a trial that loads another's
     checkpoint continues its lineage (the exploit count goes on from the donor's) and its members
     follow the setting Tune mutated (ent_coef, which neither the members nor the in-trial PBT set)."""
-    import pathlib
-
     from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
 
-    from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_dirname
-    from tests.test_tune import CollectResults, fit
+    from tests.test_tune import fit_synch_pbt
 
     space = pbt_config({"quantile": 0.5}, members=MEMBERS[:2], train={"num_seeds": 1})
     space["agent"] = {**space["agent"], "ent_coef": tune.choice([0.0, 0.02])}
-    scheduler = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=1,
-        quantile_fraction=0.5,
-        synch=True,
-        hyperparam_mutations={"agent": {"ent_coef": [0.0, 0.01, 0.02]}},
+    mutations = {"agent": {"ent_coef": [0.0, 0.01, 0.02]}}
+    _, per_trial, exploits = fit_synch_pbt(
+        space, tmp_path, "population_pbt", mutations, metric="train/episode_return_mean", num_samples=2
     )
-    collect = CollectResults()
-    results = fit(
-        AjaxTrainable,
-        space,
-        tmp_path,
-        "population_pbt",
-        stop={"training_iteration": 2},  # one synchronous exploit round, then a call after it
-        callbacks=[collect],
-        tune_config=tune.TuneConfig(
-            metric="train/episode_return_mean",
-            mode="max",
-            num_samples=2,
-            scheduler=scheduler,
-            reuse_actors=True,
-            trial_dirname_creator=trial_dirname,
-        ),
-    )
-    exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
-    assert exploits and all(json.loads(line) for line in exploits), "Tune's PBT never exploited"
+    assert exploits and all(exploits), "Tune's PBT never exploited"
     budget = space["train"]["timesteps_per_iteration"]
-    for rows in collect.rows.values():
+    for rows in per_trial.values():
         for r in rows:
             assert r["perf/compilations"] == 1 and r["env_steps"] == r["training_iteration"] * budget
             assert r["population/exploits"] == r["training_iteration"]  # one in-trial exploit a call, lineage and all

@@ -2,9 +2,6 @@
 one program, each env of each lane with its own carry) and as Tune trials that PBT exploits
 (the donor's checkpoint, carries included, becomes the recipient's state, and it trains on)."""
 
-import json
-import pathlib
-
 import numpy as np
 
 from ajax_tune import keys as K
@@ -50,44 +47,20 @@ def test_a_population_of_recurrent_members_keeps_a_carry_per_env_of_each_lane():
 
 def test_tunes_pbt_exploits_a_recurrent_trial_and_it_trains_on(ray_session, tmp_path):
     from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
 
-    from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_dirname
-    from tests.test_tune import CollectResults, fit
+    from tests.test_tune import fit_synch_pbt
 
     space = recurrent_config(train={**recurrent_config()["train"], "num_seeds": 1})
     space["agent"] = {**space["agent"], "lr": tune.grid_search(list(LRS)), "ent_coef": 0.01}
-    scheduler = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=1,
-        quantile_fraction=0.5,
-        synch=True,  # two trials: at every interval the worse one takes the better one's checkpoint
-        hyperparam_mutations={"agent": {"ent_coef": [0.0, 0.01, 0.02]}},
-    )
-    collect = CollectResults()
-    results = fit(
-        AjaxTrainable,
-        space,
-        tmp_path,
-        "recurrent_pbt",
-        stop={"training_iteration": 2},  # one synchronous exploit round, then a call after it
-        callbacks=[collect],
-        tune_config=tune.TuneConfig(
-            metric="train/episode_return_mean",
-            mode="max",
-            scheduler=scheduler,
-            reuse_actors=True,
-            trial_dirname_creator=trial_dirname,
-        ),
-    )
-    exploits = [json.loads(line) for line in (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()]
+    # two trials: at the interval the worse one takes the better one's checkpoint
+    mutations = {"agent": {"ent_coef": [0.0, 0.01, 0.02]}}
+    _, per_trial, exploits = fit_synch_pbt(space, tmp_path, "recurrent_pbt", mutations, metric="train/episode_return_mean")
     assert exploits, "Tune's PBT never exploited"
     budget = space["train"]["timesteps_per_iteration"]
-    assert len(collect.rows) == 2
-    for rows in collect.rows.values():
+    assert len(per_trial) == 2
+    for rows in per_trial.values():
         assert rows[-1]["training_iteration"] == 2  # every trial, a recipient too, trained to the end
         for r in rows:
             assert r["perf/compilations"] == 1 and r["env_steps"] == r["training_iteration"] * budget
             assert np.isfinite(r["loss/policy"]) and r["train/nonfinite"] == 0.0
-    assert {r["config"]["agent"]["ent_coef"] for rows in collect.rows.values() for r in rows} <= {0.0, 0.01, 0.02}
+    assert {r["config"]["agent"]["ent_coef"] for rows in per_trial.values() for r in rows} <= {0.0, 0.01, 0.02}

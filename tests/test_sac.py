@@ -326,53 +326,27 @@ def test_asha_over_sac_learning_rate_with_a_point_reach_curriculum(ray_session, 
 def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
     """PBT with reuse_actors: every actor compiles once, and an exploiting trial continues from
     exactly the replay buffers its donor had at the iteration it was cloned from."""
-    import json
-    import pathlib
-
     from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
 
-    from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_dirname
-    from tests.test_tune import CollectResults, fit
+    from tests.test_tune import fit_synch_pbt
 
     space = point_reach_trial(
         agent={"lr": {"kind": "warmup_cosine", "peak": tune.choice([1e-4, 3e-3]), "warmup_fraction": 0.1}},
         train={"seed": tune.grid_search([0, 1, 2, 3]), "total_timesteps": 8 * BUDGET},
         callbacks=["tests.support.replay_probe:ReplayProbe"],
     )
-    pbt = PopulationBasedTraining(
-        time_attr="training_iteration",
-        perturbation_interval=2,
-        quantile_fraction=0.5,
-        synch=True,  # exploits every round
-        resample_probability=0.5,
-        hyperparam_mutations={
-            "agent": {
-                "lr": {"peak": tune.loguniform(1e-4, 1e-2), "kind": ["warmup_cosine", "cosine"], "warmup_fraction": [0.0, 0.1]}
-            }
-        },
+    mutations = {
+        "agent": {"lr": {"peak": tune.loguniform(1e-4, 1e-2), "kind": ["warmup_cosine", "cosine"], "warmup_fraction": [0.0, 0.1]}}
+    }
+    _, per_trial, exploits = fit_synch_pbt(
+        space, tmp_path, "sac_pbt", mutations, metric="eval/return_mean", interval=2, resample_probability=0.5
     )
-    collect = CollectResults()
-    results = fit(
-        AjaxTrainable,
-        space,
-        tmp_path,
-        "sac_pbt",
-        # one synchronous exploit round: after it every trial waits for a new actor (about 8 s here)
-        stop={"training_iteration": 4},
-        callbacks=[collect],
-        tune_config=tune.TuneConfig(
-            metric="eval/return_mean", mode="max", scheduler=pbt, reuse_actors=True, trial_dirname_creator=trial_dirname
-        ),
-    )
-    exploits = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
-    assert exploits and all(json.loads(line) for line in exploits), "PBT never exploited"
-    assert len(collect.rows) == 4
+    assert exploits and all(exploits), "PBT never exploited"
+    assert len(per_trial) == 4
 
-    after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in collect.rows.items() for r in trial_rows}
+    after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in per_trial.items() for r in trial_rows}
     inherited = 0
-    for trial, trial_rows in collect.rows.items():
+    for trial, trial_rows in per_trial.items():
         for previous, r in zip([None, *trial_rows], trial_rows):
             assert r["perf/compilations"] == 1
             assert r["replay/size"] == min(r["env_steps"], 4_096)  # the buffer follows the state's lineage

@@ -210,6 +210,41 @@ class CollectResults(tune.Callback):
         self.rows[trial.trial_id].append(result)
 
 
+def fit_synch_pbt(space, tmp_path, name, mutations, *, metric, interval=1, resample_probability=0.25, num_samples=1):
+    """Synchronous PBT with reused actors (every round exploits: the lower half of the trials takes
+    the checkpoints of the upper half), stopped after one exploit round and the interval after it.
+    One round, because once the searcher has made every trial Tune empties its actor cache, so each
+    later round costs every trial a new actor (about 8 s on 2 cores). Returns the results, every
+    result of each trial as the driver saw it, and PBT's exploits (pbt_global.txt, parsed)."""
+    scheduler = PopulationBasedTraining(
+        time_attr="training_iteration",
+        perturbation_interval=interval,
+        quantile_fraction=0.5,
+        synch=True,
+        resample_probability=resample_probability,
+        hyperparam_mutations=mutations,
+    )
+    collect = CollectResults()
+    results = fit(
+        AjaxTrainable,
+        space,
+        tmp_path,
+        name,
+        stop={"training_iteration": 2 * interval},
+        callbacks=[collect],
+        tune_config=tune.TuneConfig(
+            metric=metric,
+            mode="max",
+            num_samples=num_samples,
+            scheduler=scheduler,
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+        ),
+    )
+    lines = (pathlib.Path(results.experiment_path) / "pbt_global.txt").read_text().splitlines()
+    return results, collect.rows, [json.loads(line) for line in lines]
+
+
 def test_pbt_over_lr_schedules_without_recompiling(tmp_path):
     space = corridor_config(
         length=4,
