@@ -18,6 +18,11 @@ _FAST_BUILD_FLAG = "--xla_cpu_use_fusion_emitters=false"
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_BUILD_FLAG}".strip()
 
+# Every Ray the suite starts (the session's, and those of the examples, the CLI's subprocesses and
+# the cluster tests) skips the idle workers Ray prestarts for a first driver: no Tune trial runs in
+# one (see compat.LOCAL_RAY_SYSTEM_CONFIG, which `ajax-tune run` passes to its own Ray).
+os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
+
 import jax  # noqa: E402
 from jax._src import compiler as _compiler  # noqa: E402
 
@@ -88,6 +93,15 @@ def ray_session():
     paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    ray.init(num_cpus=cpus_per_worker(), include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from ajax_tune import compat
+
+    ray.init(
+        num_cpus=cpus_per_worker(),
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG,
+    )
+    compat.stop_log_monitor()  # with log_to_driver off it polls the workers' logs for nobody
     yield ray
     ray.shutdown()

@@ -161,6 +161,25 @@ def test_local_ray_cpus():
     assert 1 <= cpus <= os.cpu_count()
 
 
+def test_the_sessions_ray_runs_without_its_log_monitor(ray_session):
+    """conftest's `compat.stop_log_monitor()` stopped the process; Ray's other processes run on."""
+    import psutil
+
+    def ray_children(program):
+        found = []
+        for child in psutil.Process().children(recursive=True):
+            try:
+                if child.status() != psutil.STATUS_ZOMBIE and any(program in part for part in child.cmdline()):
+                    found.append(child.pid)
+            except psutil.Error:
+                pass
+        return found
+
+    assert ray_children("log_monitor.py") == []
+    assert ray_children("raylet") and ray_children("gcs_server")
+    assert ray_session.cluster_resources()["CPU"] >= 1
+
+
 def test_result_grid_defaults(tmp_path):
     from ray.tune import ExperimentAnalysis, ResultGrid
 

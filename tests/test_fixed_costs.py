@@ -22,6 +22,7 @@ NO_RAY = {"ray_initialized": False, "ray_processes": []}
 def scenario(name: str, tmp_path) -> dict:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
     env.pop("RAY_ADDRESS", None)
+    env.pop("RAY_prestart_worker_first_driver", None)  # the suite's own setting: here `ajax-tune run`'s counts
     done = subprocess.run(
         [sys.executable, "-m", "tests.support.background_ray", name, str(tmp_path)],
         cwd=ROOT,
@@ -49,4 +50,6 @@ def test_a_run_on_a_ray_started_in_the_background_finishes_and_leaves_no_ray(tmp
     assert seen["before"] == NO_RAY
     assert seen["code"] == 0 and seen["reported_best"]
     assert seen["rows"] == 2  # Ray's processes lived through the fit
+    # Ray prestarts no idle workers for the driver (one per CPU, 2 here): every worker hosted the trial.
+    assert seen["workers"] >= 1 and seen["idle_workers"] == []
     assert not seen["ray_initialized_after"] and seen["ray_processes_after"] == []

@@ -37,6 +37,39 @@ def ray_left_after(seconds: float) -> list[str]:
     return ray_descendants()
 
 
+class WorkerWatch:
+    """Every Ray worker process this process starts while inside, and each one's titles: Ray
+    names a worker `ray::IDLE` until it hosts an actor, then after the actor's class."""
+
+    def __enter__(self):
+        import threading
+
+        self.titles: dict[int, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            for child in psutil.Process().children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    argv = child.cmdline()
+                    title = argv[0] if argv else ""
+                    worker = title.startswith("ray::") and not title.endswith("Agent")  # the node's agents are not workers
+                    if worker or (len(argv) > 1 and argv[1].endswith("default_worker.py")):
+                        self.titles.setdefault(child.pid, set()).add(title)
+            time.sleep(0.05)
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def idle_only(self) -> list[int]:
+        """Workers that never hosted anything: prestarted ones, which no Tune trial uses."""
+        return [pid for pid, titles in self.titles.items() if not any(t.startswith("ray::Ajax") for t in titles)]
+
+
 def run(argv: list[str]) -> tuple[int, str, str]:
     from ajax_tune.cli import main
 
@@ -88,13 +121,16 @@ def finishing_run(directory: pathlib.Path) -> dict:
         "trial: {env: {name: corridor}, agent: {num_envs: 8, unroll_length: 16}, "
         "train: {total_timesteps: 256, timesteps_per_iteration: 128, eval_episodes: 2}}\nstop: {training_iteration: 2}\n"
     )
-    code, out, _ = run(["run", str(config), "--storage-path", str(directory / "r"), "--no-plots", "--num-cpus", "1"])
+    with WorkerWatch() as workers:
+        code, out, _ = run(["run", str(config), "--storage-path", str(directory / "r"), "--no-plots", "--num-cpus", "2"])
     rows = [line for line in next((directory / "r").glob("small/*/result.json")).read_text().splitlines() if line.strip()]
     return {
         "before": before,
         "code": code,
         "reported_best": "Best trial:" in out,
         "rows": len(rows),
+        "workers": len(workers.titles),
+        "idle_workers": workers.idle_only(),
         "ray_initialized_after": ray.is_initialized(),
         "ray_processes_after": ray_left_after(10),
     }
