@@ -26,8 +26,10 @@ os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 import jax  # noqa: E402
 from jax._src import compiler as _compiler  # noqa: E402
 
+from ajax_tune import jax_setup  # noqa: E402
+
 jax.config.update("jax_compilation_cache_dir", os.environ["AJAX_TUNE_COMPILATION_CACHE"])
-jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", jax_setup.CACHE_MIN_COMPILE_S)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 _compile_options = _compiler.get_compile_options
