@@ -23,8 +23,9 @@ CACHE_ENV = "AJAX_TUNE_COMPILATION_CACHE"
 #: Programs that took at least this long to compile are written to the persistent cache. Reading
 #: one back takes milliseconds, so a tenth of a second is worth keeping: at JAX's default (1 s)
 #: or at 0.5 s, the small programs of a short run (and the test suite's cheap build) compile
-#: again in every process. With the suite's warm cache, its fast tier went from 133-139 s at 0.5 s
-#: to 111 s at 0.1 s (116 s at 0.02 s, so nothing is left below).
+#: again in every process. In alternated warm runs of the suite's fast tier, each on a cache
+#: filled at its own threshold, XLA compiled 54-58 s in all at 0.1 s against 70-71 s at 0.5 s,
+#: and the runs took 128 and 140 s against 141 and 145 s.
 CACHE_MIN_COMPILE_S = 0.1
 
 
