@@ -56,7 +56,7 @@ def configure_jax(cpus: float = 1.0, gpus: float = 0.0, cache_dir: str | None = 
         if gpus <= 0 and cpus <= 1:
             flags = os.environ.get("XLA_FLAGS", "")
             if "xla_cpu_multi_thread_eigen" not in flags:
-                flags = f"{flags} --xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1".strip()
+                flags = f"{flags} --xla_cpu_multi_thread_eigen=false".strip()
                 os.environ["XLA_FLAGS"] = flags
                 applied["XLA_FLAGS"] = flags
     else:

@@ -80,8 +80,7 @@ def main(argv=None) -> None:
     parser.add_argument(
         "--xla-flags",
         default=None,
-        help="XLA_FLAGS for both sides, e.g. '--xla_cpu_multi_thread_eigen=false "
-        "intra_op_parallelism_threads=1' to compare thread settings",
+        help="XLA_FLAGS for both sides, e.g. '--xla_cpu_multi_thread_eigen=false' to compare thread settings",
     )
     parser.add_argument("--quick", action="store_true", help="short budget, one repeat: a smoke run")
     parser.add_argument("--out", default=None)
