@@ -44,6 +44,15 @@ RESET_MODES = ("next_step", "unroll_start")
 #: Folded into a seed's key (never replacing it) for the evaluation before the first update, so
 #: the training stream is the same with `eval_at_start` on or off.
 START_SALT = 0x5747
+#: How a program that runs once per state compiles (a fresh state from `init`): with few of XLA's
+#: passes (as `JAX_DISABLE_MOST_OPTIMIZATIONS` builds) and without its CPU fusion emitters. It runs
+#: in milliseconds either way, while every pass made it the slowest compile before a trial's first
+#: result after the training program's (`benchmarks/init_compile.py` measures both).
+ONCE_COMPILER_OPTIONS = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,7 +142,9 @@ class TrainLoop:
         self.traces = 0
         # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
         # deadlock in LAPACK's batched QR, which a vmapped orthogonal initialiser produces.
-        self._init = jax.jit(lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys))
+        self._init = jax.jit(
+            lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys), compiler_options=ONCE_COMPILER_OPTIONS
+        )
         self._train = jax.jit(self._counted_call, donate_argnums=0)
 
     # -- identity ------------------------------------------------------------------------

@@ -39,7 +39,8 @@ def _users_build_when_fully_optimised(*args, **kwargs):
     """A compile with every pass on undoes the fast build's flag (XLA takes a per-compile option
     over XLA_FLAGS): split runs checked there are bit-identical in the users' build, not a cousin."""
     options = _compile_options(*args, **kwargs)
-    if not jax.config.read("jax_disable_most_optimizations"):
+    chosen = {name for name, _ in options.env_option_overrides}  # a program's own choice stands (the loop's init)
+    if not jax.config.read("jax_disable_most_optimizations") and "xla_cpu_use_fusion_emitters" not in chosen:
         options.env_option_overrides = [*options.env_option_overrides, ("xla_cpu_use_fusion_emitters", True)]
     return options
 

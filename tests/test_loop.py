@@ -207,6 +207,31 @@ def test_seeds_are_independent():
     assert not np.array_equal(first[0], first[1])
 
 
+def test_init_compiles_with_few_passes_and_training_with_the_builds_own(monkeypatch):
+    """`init` runs once per state, so its program is built with ONCE_COMPILER_OPTIONS (few XLA
+    passes, no fusion emitters) in every build, and the training program with the build's own
+    settings: the options each compile asked XLA for are recorded on the way in."""
+    from jax._src import compiler
+
+    from ajax_tune.loop import ONCE_COMPILER_OPTIONS
+
+    asked = []
+    get_options = compiler.get_compile_options
+
+    def recording(*args, **kwargs):
+        options = get_options(*args, **kwargs)
+        asked.append(dict(options.env_option_overrides))
+        return options
+
+    monkeypatch.setattr(compiler, "get_compile_options", recording)
+    loop = corridor_loop({"hidden_sizes": (8,)}, num_seeds=3)  # a shape no other test builds: both compile here
+    state = loop.init(seed=0)  # (the seeds' key splits compile too, with no options of their own)
+    assert [options for options in asked if options] == [ONCE_COMPILER_OPTIONS]
+    before = len(asked)
+    loop.train(state)
+    assert len(asked) > before and not any(set(ONCE_COMPILER_OPTIONS) & set(options) for options in asked[before:])
+
+
 def test_init_has_no_batched_lapack_calls():
     """Vmapping the orthogonal initialiser over seeds makes XLA call LAPACK's QR batched, which
     can deadlock the CPU runtime's two worker threads (seen here in about half of the runs that
