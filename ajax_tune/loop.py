@@ -139,6 +139,11 @@ class TrainLoop:
             )
         self.updates_per_call = budget // self.steps_per_update
         self._evaluate = make_evaluate(agent, self.env, config.eval_episodes)
+        self._jit_programs()
+
+    def _jit_programs(self) -> None:
+        """The loop's two programs (traced and compiled on first use): `init`, built with few
+        passes since it runs once per state, and `train`, which donates the state it is given."""
         self.traces = 0
         # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
         # deadlock in LAPACK's batched QR, which a vmapped orthogonal initialiser produces.

@@ -29,7 +29,7 @@ from ajax_tune.datasets import Dataset
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.evaluation import make_evaluate
 from ajax_tune.fields import ConfigError
-from ajax_tune.loop import ONCE_COMPILER_OPTIONS, LoopConfig, TrainLoop, TrainState, _flat_task
+from ajax_tune.loop import LoopConfig, TrainLoop, TrainState, _flat_task
 
 __all__ = ["OfflineLoop"]
 
@@ -54,11 +54,7 @@ class OfflineLoop(TrainLoop):
         self.steps_per_update = math.gcd(budget, config.eval_interval)
         self.updates_per_call = budget // self.steps_per_update
         self._evaluate = make_evaluate(agent, self.env, config.eval_episodes)
-        self.traces = 0
-        self._init = jax.jit(
-            lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys), compiler_options=ONCE_COMPILER_OPTIONS
-        )
-        self._train = jax.jit(self._counted_call, donate_argnums=0)
+        self._jit_programs()
         self._host, self._device_data, self.dataset_info = None, None, {}
         self.set_dataset(dataset, path)
 

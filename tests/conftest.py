@@ -65,9 +65,9 @@ def pytest_collection_modifyitems(config, items):
     # The heaviest files first. Each xdist worker takes a whole file at a time (`--dist loadfile`),
     # so a long file handed out last runs alone at the end while the other core waits: in a cold
     # run in collection order, one worker finished 59 s before the other. Rough seconds per test
-    # of each kind; the sort is stable, so a file's tests keep their order.
-    # Files that check that a refused run starts no Ray go before them all: a worker runs them
-    # before its session's Ray is up (a Ray this process runs already is one `ajax-tune run` uses).
+    # of each kind; the sort is stable, so a file's tests keep their order. Files that check that a
+    # refused run starts no Ray go before them all, while the worker's session Ray is not up yet
+    # (`ajax-tune run` uses a Ray its process already runs).
     cost = collections.Counter()
     for item in items:
         cost[item.path] += 30 if wants_full_build(item) else 10 if item.get_closest_marker("slow") else 0.2
