@@ -21,6 +21,7 @@ from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.ppo.config import PPOConfig, PPOHparams
 from ajax_tune.agents.ppo.losses import gae, ppo_loss
+from ajax_tune.agents.shuffle import permutation
 from ajax_tune.envs.base import EnvState
 
 
@@ -175,7 +176,7 @@ class PPO(AgentBase):
         # over epochs would split, so the minibatches are the same.
         def shuffle(k):
             k_perm, k_loss = jax.random.split(k)
-            perm = jax.random.permutation(k_perm, data["mask"].shape[0])
+            perm = permutation(k_perm, data["mask"].shape[0])
             return perm, jax.random.split(k_loss, cfg.num_minibatches)
 
         perms, loss_keys = jax.vmap(shuffle)(jax.random.split(key, cfg.update_epochs))

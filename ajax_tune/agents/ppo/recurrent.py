@@ -22,6 +22,7 @@ from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
 from ajax_tune.agents.ppo.losses import clipped_objective, gae
+from ajax_tune.agents.shuffle import permutation
 
 
 def _dense(p, x):
@@ -214,7 +215,7 @@ class RecurrentPPO(PPO, form="recurrent"):
 
         def shuffle(k):
             k_perm, k_loss = jax.random.split(k)
-            perm = jax.random.permutation(k_perm, self.num_envs)
+            perm = permutation(k_perm, self.num_envs)
             return perm, jax.random.split(k_loss, cfg.num_minibatches)
 
         perms, loss_keys = jax.vmap(shuffle)(jax.random.split(key, cfg.update_epochs))
