@@ -6,8 +6,8 @@ loop's key tuple at every iteration, and each draw becomes a while loop of its o
 program draws in many places (the step keys of an unroll, actions, resets, shuffles,
 evaluation), so PPO's loop held 22 while loops and 591 fusions, about a third of them Threefry's.
 Lowered as the straight-line 20 rounds, as JAX already does on GPUs, the same program has 5 while
-loops and 447 fusions and compiles in 4.1-4.9 s instead of 5.7-6.1 s, and its rollout runs
-faster (1.1 against 1.5 ms per unroll of 16 x 128 steps).
+loops and 447 fusions, compiles faster and runs faster (`python benchmarks/ppo_ablation.py`;
+figures in docs/benchmarks.md).
 
 The hash is the same function, bit for bit (`tests/test_threefry.py` checks it against
 Random123's known answers and a NumPy reference), so every key and every draw is unchanged.

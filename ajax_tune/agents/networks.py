@@ -4,9 +4,10 @@ state-action critic the continuous off-policy agents share, and the dense layer 
 `Dense` is flax's `nn.Dense` (the same parameters, names and initialisation) with one change to
 its gradient on the CPU. Autodiff writes a layer's weight gradient as `x^T g`, a product that
 contracts the batch axis of both operands; XLA's CPU backend hands such a product to its
-generic dot rather than to the YNNPACK kernels it uses for plain products, and it ran 1.2-2.5x
-slower here (a 512 x 64 minibatch). On the CPU the backward pass therefore transposes `x` into
-its own buffer first and multiplies plainly; on other platforms it is autodiff's product.
+generic dot rather than to the YNNPACK kernels it uses for plain products, which is slower
+(`python benchmarks/ppo_ablation.py`: a one-seed PPO update takes 1.25x as long without this).
+On the CPU the backward pass therefore transposes `x` into its own buffer first and multiplies
+plainly; on other platforms it is autodiff's product.
 """
 
 from __future__ import annotations
