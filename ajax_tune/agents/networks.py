@@ -7,7 +7,9 @@ contracts the batch axis of both operands; XLA's CPU backend hands such a produc
 generic dot rather than to the YNNPACK kernels it uses for plain products, which is slower
 (`python benchmarks/ppo_ablation.py`: a one-seed PPO update takes 1.25x as long without this).
 On the CPU the backward pass therefore transposes `x` into its own buffer first and multiplies
-plainly; on other platforms it is autodiff's product.
+plainly; on other platforms it is autodiff's product. `dense` defines its reverse-mode gradient
+(a custom VJP), so forward-mode differentiation through these networks (`jax.jvp`,
+`jax.jacfwd`) is not available; no agent here uses it.
 """
 
 from __future__ import annotations
