@@ -10,7 +10,8 @@ loops and 447 fusions, compiles faster and runs faster (`python benchmarks/ppo_a
 figures in docs/benchmarks.md).
 
 The hash is the same function, bit for bit (`tests/test_threefry.py` checks it against
-Random123's known answers and a NumPy reference), so every key and every draw is unchanged.
+Random123's known answers, and every kind of draw against JAX's own lowering in a second
+process), so every key and every draw is unchanged.
 `install()` registers the lowering for the CPU once per process; `TrainLoop` calls it, and
 `AJAX_TUNE_ROLLED_THREEFRY=1` leaves JAX's own in place.
 """

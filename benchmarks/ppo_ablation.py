@@ -17,6 +17,7 @@ import statistics
 import sys
 
 import harness
+import ppo_throughput
 
 from ajax_tune import threefry
 
@@ -47,9 +48,8 @@ def main(argv=None) -> None:
             for name in names if r % 2 == 0 else names[::-1]:
                 undo = VARIANTS[name]
                 env = {"JAX_PLATFORMS": "cpu", threefry.ROLLED_ENV: "1" if "threefry" in undo else "0"}
-                out = harness.run_worker(
-                    sys.executable, "ppo_ablation.py", {"undo": undo, "num_seeds": num_seeds, "calls": calls}, extra_env=env
-                )
+                settings = {**ppo_throughput.work(num_seeds, 0, runs=0), "undo": undo, "calls": calls}
+                out = harness.run_worker(sys.executable, "ppo_ablation.py", settings, extra_env=env)
                 runs[name].append(out)
                 print(f"[{num_seeds} seed(s), {name}, {r + 1}/{repeats}] " + harness.brief(out), file=sys.stderr, flush=True)
         summary = {name: harness.medians(rs, KEYS) for name, rs in runs.items()}

@@ -39,12 +39,10 @@ def test_gradients_match_autodiffs(lanes):
     x = jax.random.normal(jax.random.key(1), (3, 7, 4) if lanes is None else (lanes, 3, 7, 4))  # leading shape [3, 7]
     params = FlaxMLP().init(jax.random.key(0), x)
 
-    def loss(module):
-        return lambda p, x: jnp.sum(jnp.sin(module.apply(p, x)))
+    def grad(module):
+        fn = jax.grad(lambda p, x: jnp.sum(jnp.sin(module.apply(p, x))), argnums=(0, 1))
+        return jax.jit(fn if lanes is None else jax.vmap(fn, in_axes=(None, 0)))
 
-    grad = lambda module: jax.jit(jax.grad(loss(module), argnums=(0, 1)))  # noqa: E731
-    if lanes is not None:
-        grad = lambda module: jax.jit(jax.vmap(jax.grad(loss(module), argnums=(0, 1)), in_axes=(None, 0)))  # noqa: E731
     ours, theirs = grad(MLP((64, 64), 2, "tanh", out_scale=0.01))(params, x), grad(FlaxMLP())(params, x)
     assert _max_diff(ours, theirs) < 1e-6
 

@@ -12,30 +12,15 @@ s = protocol.settings()
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
+from ajax_tune_ppo_agent import ppo_from  # noqa: E402
 
-from ajax_tune.agents import PPO, PPOConfig  # noqa: E402
 from ajax_tune.envs import make_env  # noqa: E402
 from ajax_tune.loop import LoopConfig, TrainLoop  # noqa: E402
-from ajax_tune.schedules import Schedule  # noqa: E402
 
 env = make_env(s.get("env", "cartpole"), **s.get("env_kwargs", {}))
 batch = s["num_envs"] * s["unroll_length"]
 total = s["total_steps"] // batch * batch
-agent = PPO(
-    PPOConfig(
-        num_envs=s["num_envs"],
-        unroll_length=s["unroll_length"],
-        update_epochs=s["epochs"],
-        num_minibatches=s["minibatches"],
-        hidden_sizes=tuple(s["hidden_sizes"]),
-        activation=s["activation"],
-        normalize_observations=s.get("normalize_observations", False),
-        lr=Schedule(kind=s.get("lr_schedule", "linear"), peak=s["lr"]),
-        max_grad_norm=s.get("max_grad_norm", 0.5),
-    ),
-    env.observation_space,
-    env.action_space,
-)
+agent = ppo_from(s, env)
 loop = TrainLoop(
     env,
     agent,

@@ -1,5 +1,6 @@
 """One variant of ajax_tune's PPO with some of its CPU changes undone (project interpreter):
-times the training program's compilation (no persistent cache) and calls of 16 updates.
+times the training program's compilation (no persistent cache) and calls of 16 updates of the
+throughput benchmark's PPO (its settings come from `ppo_throughput.work`).
 
 Variants name what is undone: `shuffle` (back to `jax.random.permutation`), `dense` (autodiff's
 weight gradient), `threefry` (JAX's looped CPU lowering, set by the caller's environment)."""
@@ -18,12 +19,13 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_compilation_cache", False)
 
+from ajax_tune_ppo_agent import ppo_from  # noqa: E402
+
 from ajax_tune import threefry  # noqa: E402
-from ajax_tune.agents import PPO, PPOConfig, networks  # noqa: E402
+from ajax_tune.agents import networks  # noqa: E402
 from ajax_tune.agents.ppo import agent as ppo_agent  # noqa: E402
 from ajax_tune.envs import make_env  # noqa: E402
 from ajax_tune.loop import LoopConfig, TrainLoop  # noqa: E402
-from ajax_tune.schedules import Schedule  # noqa: E402
 
 undone = set(s["undo"])
 if "shuffle" in undone:
@@ -33,22 +35,9 @@ if "dense" in undone:
 
 UPDATES = 16
 env = make_env("cartpole")
-agent = PPO(
-    PPOConfig(
-        num_envs=16,
-        unroll_length=128,
-        update_epochs=4,
-        num_minibatches=4,
-        hidden_sizes=(64, 64),
-        activation="tanh",
-        normalize_observations=False,
-        lr=Schedule(kind="linear", peak=2.5e-3),
-        max_grad_norm=0.5,
-    ),
-    env.observation_space,
-    env.action_space,
-)
-per_call = 2048 * UPDATES
+agent = ppo_from(s, env)
+batch = s["num_envs"] * s["unroll_length"]
+per_call = batch * UPDATES
 loop = TrainLoop(
     env,
     agent,
@@ -87,7 +76,7 @@ protocol.emit(
         "fusions": fusions,
         "update_ms": round(update_ms, 3),
         "update_cpu_ms": round(1000 * statistics.median(cpus) / UPDATES, 3),
-        "env_steps_per_s": 2048 * s["num_seeds"] / (update_ms / 1000),
+        "env_steps_per_s": batch * s["num_seeds"] / (update_ms / 1000),
         "versions": protocol.versions("ajax-tune", "jax", "jaxlib", "flax", "optax"),
     }
 )
