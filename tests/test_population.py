@@ -70,6 +70,23 @@ def test_lanes_are_members_by_seeds(trained):
     np.testing.assert_array_equal(state.horizon, np.repeat([50_000, 50_000, 50_000, 20_000], 2).astype(np.float32))
 
 
+def test_per_member_settings_write_the_settings_and_hand_on_every_other_leaf(trained):
+    """One config per member: each member's traced settings land on its lanes, and every other
+    leaf of the agent's state (parameters, optimiser state) is passed on as the same array, not
+    sliced and joined again."""
+    loop = trained[0].loop
+    state = loop.init(seed=0)
+    configs = [Config.from_dict(member_config(k)).agent for k in (3, 2, 1, 0)]
+    new = loop.set_hparams(state, configs)
+    np.testing.assert_allclose(new.agent.hp.lr.peak, np.repeat([3e-3, 1e-3, 3e-3, 1e-3], 2).astype(np.float32))
+    np.testing.assert_array_equal(new.agent.hp.ent_coef, np.repeat([0.01, 0.01, 0.0, 0.01], 2).astype(np.float32))
+    np.testing.assert_array_equal(new.agent.hp.gamma, np.repeat([0.9, 0.99, 0.99, 0.99], 2).astype(np.float32))
+    before = jax.tree_util.tree_flatten_with_path(state.agent)[0]
+    after = dict(jax.tree_util.tree_flatten_with_path(new.agent)[0])
+    others = [(path, leaf) for path, leaf in before if "hp" not in jax.tree_util.keystr(path)]
+    assert others and all(after[path] is leaf for path, leaf in others)
+
+
 def test_members_with_the_same_config_and_seed_train_identical_lanes(trained):
     _, _, state = trained
     assert_trees_equal(lanes(state, 0), lanes(state, 2))
