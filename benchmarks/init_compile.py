@@ -37,8 +37,7 @@ def main(argv=None) -> None:
             side: (sys.executable, "init_compile.py", {"side": side, "agent": agent, "num_seeds": args.num_seeds})
             for side in ("once", "default")
         }
-        runs = harness.alternate(sides, repeats, log=lambda line: print(line, file=sys.stderr, flush=True), extra_env=env)
-        summary = {side: harness.medians(r, KEYS) for side, r in runs.items()}
+        runs, summary = harness.alternate_medians(sides, repeats, KEYS, extra_env=env)
         for side, r in runs.items():
             m = summary[side]
             digests = sorted({x["float_leaf_abs_sum"] for x in r})

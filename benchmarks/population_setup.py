@@ -40,8 +40,7 @@ def main(argv=None) -> None:
         sides = {
             side: (sys.executable, "population_setup.py", {**settings, "side": side}) for side in ("shipped", "slice_and_join")
         }
-        runs = harness.alternate(sides, repeats, log=lambda line: print(line, file=sys.stderr, flush=True), extra_env=env)
-        summary = {side: harness.medians(r, KEYS) for side, r in runs.items()}
+        runs, summary = harness.alternate_medians(sides, repeats, KEYS, extra_env=env)
         for side, r in runs.items():
             m = summary[side]
             digests = sorted({x["float_leaf_abs_sum"] for x in r})

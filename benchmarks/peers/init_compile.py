@@ -11,7 +11,6 @@ import protocol
 s = protocol.settings()
 
 import jax  # noqa: E402
-import numpy as np  # noqa: E402
 
 from ajax_tune.build import build_loop  # noqa: E402
 from ajax_tune.config import Config  # noqa: E402
@@ -33,8 +32,6 @@ compiled = lowered.compile()
 t2 = time.perf_counter()
 state = jax.block_until_ready(compiled(keys, task))
 t3 = time.perf_counter()
-leaves = [np.asarray(x) for x in jax.tree.leaves(state)]
-digest = float(sum(np.sum(np.abs(x.astype(np.float64))) for x in leaves if np.issubdtype(x.dtype, np.floating)))
 protocol.emit(
     {
         "side": s["side"],
@@ -42,7 +39,7 @@ protocol.emit(
         "lower_s": round(t1 - t0, 4),
         "compile_s": round(t2 - t1, 4),
         "run_s": round(t3 - t2, 4),
-        "float_leaf_abs_sum": digest,
+        "float_leaf_abs_sum": protocol.float_digest(state),
         "versions": protocol.versions("jax", "jaxlib"),
     }
 )

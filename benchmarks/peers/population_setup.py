@@ -5,15 +5,12 @@ Also checks that the two give the same state."""
 
 from __future__ import annotations
 
-import time
-
 import protocol
 
 s = protocol.settings()
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 from ajax_tune.build import build_loop  # noqa: E402
 from ajax_tune.config import Config  # noqa: E402
@@ -34,24 +31,20 @@ def slice_and_join(agent_state):
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *per_member)
 
 
-t0 = time.perf_counter()
-if s["side"] == "shipped":
-    agent = jax.block_until_ready(loop.set_hparams(state, configs).agent)
-else:
-    agent = jax.block_until_ready(slice_and_join(state.agent))
-first = time.perf_counter() - t0
-t0 = time.perf_counter()
-jax.block_until_ready(loop.set_hparams(state, configs) if s["side"] == "shipped" else slice_and_join(state.agent))
-again = time.perf_counter() - t0
-leaves = [np.asarray(x) for x in jax.tree.leaves(agent)]
-digest = float(sum(np.sum(np.abs(x.astype(np.float64))) for x in leaves if np.issubdtype(x.dtype, np.floating)))
+def shipped(agent_state):
+    return loop.set_hparams(state.replace(agent=agent_state), configs).agent
+
+
+apply = shipped if s["side"] == "shipped" else slice_and_join
+agent, first, _ = protocol.time_call(lambda: jax.block_until_ready(apply(state.agent)))
+_, again, _ = protocol.time_call(lambda: jax.block_until_ready(apply(state.agent)))
 protocol.emit(
     {
         "side": s["side"],
         "agent": s["agent"],
         "first_s": round(first, 4),
         "again_s": round(again, 4),
-        "float_leaf_abs_sum": digest,
+        "float_leaf_abs_sum": protocol.float_digest(agent),
         "versions": protocol.versions("jax", "jaxlib", "ajax-tune"),
     }
 )

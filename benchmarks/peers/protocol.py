@@ -72,6 +72,16 @@ def throughput(first: tuple, runs: list[tuple], env_steps: float, useful_steps: 
     }
 
 
+def float_digest(tree) -> float:
+    """The sum of the magnitudes of a pytree's float leaves (in float64): equal for two ways
+    that computed the same state. Imports JAX and NumPy, so only for workers that have them."""
+    import jax
+    import numpy as np
+
+    leaves = [np.asarray(x) for x in jax.tree.leaves(tree)]
+    return float(sum(np.sum(np.abs(x.astype(np.float64))) for x in leaves if np.issubdtype(x.dtype, np.floating)))
+
+
 def maybe_profile(s: dict, run, *args) -> None:
     """With `profile_dir` in the settings, run once more under JAX's profiler (a perfetto
     trace that `xla_profile.py` reads)."""
