@@ -282,6 +282,46 @@ def set_driver_sigterm_handler() -> None:
 LOCAL_RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 
 
+def without_idle_head_processes():
+    """A context for `ray.init(include_dashboard=False, ...)` starting a local Ray: the head node
+    then starts neither its API server nor its autoscaler monitor.
+
+    With the dashboard off, Ray 2.60 still starts the dashboard's head process, loading only its
+    usage-stats module (no job or state API), and `ray.init` waits until that process has written
+    its address; it also starts the autoscaler's monitor, which has nothing to scale on one
+    machine. Each imports Ray in a Python process of its own (0.4-0.7 s of CPU) while the node
+    starts, and then polls. Tune needs neither: the GCS, the raylet, its agents and the log
+    monitor start as before. `ray status` has no autoscaler report on such a node. Ray offers no
+    option for either (`RayParams.no_monitor` is not one of `ray.init`'s), so the two `Node`
+    methods are replaced while the context is open, in whichever thread calls `ray.init`."""
+    import contextlib
+
+    node_class = _private("ray._private.node", "Node", "ray")
+    originals = {name: getattr(node_class, name, None) for name in ("start_api_server", "start_monitor")}
+    for name, method in originals.items():
+        if not callable(method):
+            raise _gone(f"ray._private.node.Node.{name}", "ray")
+
+    def start_api_server(self, *, include_dashboard, raise_on_failure):
+        if include_dashboard:  # asked for: Ray's own start
+            return originals["start_api_server"](self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
+        self._webui_url = None  # what the node reports when its dashboard failed to start
+        return None
+
+    def start_monitor(self):
+        return None
+
+    @contextlib.contextmanager
+    def replaced():
+        node_class.start_api_server, node_class.start_monitor = start_api_server, start_monitor
+        try:
+            yield
+        finally:
+            node_class.start_api_server, node_class.start_monitor = originals["start_api_server"], originals["start_monitor"]
+
+    return replaced()
+
+
 def stop_log_monitor() -> None:
     """Stop the connected local node's log monitor, which polls every worker's log files ten
     times a second to forward their lines to drivers. Only for a Ray whose driver asked for no

@@ -222,7 +222,8 @@ def start_local_ray(num_cpus: int | None) -> None:
             start_new_session=True,
         )
     # "local": a new instance of our own, never one that `ray start` left registered on this machine.
-    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG)
+    with compat.without_idle_head_processes():
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG)
 
 
 def start_local_ray_in_background(num_cpus: int | None) -> Callable[[], None]:

@@ -110,13 +110,14 @@ def ray_session():
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
     from ajax_tune import compat
 
-    ray.init(
-        num_cpus=cpus_per_worker(),
-        include_dashboard=False,
-        log_to_driver=False,
-        configure_logging=False,
-        _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG,
-    )
+    with compat.without_idle_head_processes():  # as `ajax-tune run` starts its Ray
+        ray.init(
+            num_cpus=cpus_per_worker(),
+            include_dashboard=False,
+            log_to_driver=False,
+            configure_logging=False,
+            _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG,
+        )
     compat.stop_log_monitor()  # with log_to_driver off it polls the workers' logs for nobody
     yield ray
     ray.shutdown()

@@ -161,8 +161,10 @@ def test_local_ray_cpus():
     assert 1 <= cpus <= os.cpu_count()
 
 
-def test_the_sessions_ray_runs_without_its_log_monitor(ray_session):
-    """conftest's `compat.stop_log_monitor()` stopped the process; Ray's other processes run on."""
+def test_the_sessions_ray_runs_without_its_log_monitor_api_server_and_autoscaler(ray_session):
+    """conftest's `compat.stop_log_monitor()` stopped the log monitor, and its Ray started under
+    `compat.without_idle_head_processes()`, so neither the dashboard's head process nor the
+    autoscaler's monitor ever ran; the GCS and the raylet run on."""
     import psutil
 
     def ray_children(program):
@@ -176,8 +178,23 @@ def test_the_sessions_ray_runs_without_its_log_monitor(ray_session):
         return found
 
     assert ray_children("log_monitor.py") == []
+    assert ray_children("dashboard/dashboard.py") == [] and ray_children("autoscaler/_private/monitor.py") == []
     assert ray_children("raylet") and ray_children("gcs_server")
     assert ray_session.cluster_resources()["CPU"] >= 1
+
+
+def test_without_idle_head_processes_replaces_two_node_methods_only_while_open():
+    from ray._private.node import Node
+
+    before = (Node.start_api_server, Node.start_monitor)
+    with compat.without_idle_head_processes():
+        inside = (Node.start_api_server, Node.start_monitor)
+        node = object.__new__(Node)
+        assert Node.start_monitor(node) is None
+        assert Node.start_api_server(node, include_dashboard=False, raise_on_failure=False) is None
+        assert node._webui_url is None  # what Ray's node reports for a dashboard that did not start
+    assert inside[0] is not before[0] and inside[1] is not before[1]
+    assert (Node.start_api_server, Node.start_monitor) == before
 
 
 def test_result_grid_defaults(tmp_path):

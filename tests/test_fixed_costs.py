@@ -52,4 +52,7 @@ def test_a_run_on_a_ray_started_in_the_background_finishes_and_leaves_no_ray(tmp
     assert seen["rows"] == 2  # Ray's processes lived through the fit
     # Ray prestarts no idle workers for the driver (one per CPU, 2 here): every worker hosted the trial.
     assert seen["workers"] >= 1 and seen["idle_workers"] == []
+    # Nor an API server or an autoscaler monitor on its head (`compat.without_idle_head_processes`);
+    # the log monitor still forwards the trial's output.
+    assert seen["head_programs"] == ["gcs_server", "log_monitor.py", "raylet"]
     assert not seen["ray_initialized_after"] and seen["ray_processes_after"] == []

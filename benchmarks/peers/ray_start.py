@@ -1,9 +1,11 @@
 """One local Ray and one Tune trial of a trainable that does nothing (project interpreter):
 how long Ray's start, the trial's first result and Ray's stop take, with Ray's own defaults or
-with ajax_tune's (no prestarted idle workers, `compat.stop_local_ray_at_once`)."""
+with ajax_tune's (no prestarted idle workers, no API server or autoscaler monitor on the head
+(`compat.without_idle_head_processes`), `compat.stop_local_ray_at_once`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import time
@@ -20,14 +22,15 @@ from ray import tune  # noqa: E402
 from ajax_tune import compat  # noqa: E402
 
 imported = time.perf_counter()
-ours = s["side"] == "ajax_tune"
-ray.init(
-    address="local",
-    num_cpus=s["num_cpus"],
-    include_dashboard=False,
-    log_to_driver=False,
-    _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG if ours else None,
-)
+ours = s["side"].startswith("ajax_tune")  # "ajax_tune_with_head": ours, but the head's API server and monitor kept
+with compat.without_idle_head_processes() if s["side"] == "ajax_tune" else contextlib.nullcontext():
+    ray.init(
+        address="local",
+        num_cpus=s["num_cpus"],
+        include_dashboard=False,
+        log_to_driver=False,
+        _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG if ours else None,
+    )
 ray_up = time.perf_counter()
 
 

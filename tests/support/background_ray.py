@@ -15,6 +15,8 @@ import time
 import psutil
 
 RAY_PROGRAMS = ("gcs_server", "raylet", "dashboard", "log_monitor", "monitor.py", "runtime_env", "default_worker")
+# The head node's own processes, by what their command lines hold.
+HEAD_PROGRAMS = ("gcs_server", "raylet", "log_monitor.py", "dashboard/dashboard.py", "autoscaler/_private/monitor.py")
 
 
 def ray_descendants() -> list[str]:
@@ -38,13 +40,15 @@ def ray_left_after(seconds: float) -> list[str]:
 
 
 class WorkerWatch:
-    """Every Ray worker process this process starts while inside, and each one's titles: Ray
+    """Every Ray worker process this process starts while inside, each one's titles, and which of
+    the head node's programs ran. Ray
     names a worker `ray::IDLE` until it hosts an actor, then after the actor's class."""
 
     def __enter__(self):
         import threading
 
         self.titles: dict[int, set[str]] = {}
+        self.programs: set[str] = set()  # which of HEAD_PROGRAMS ran
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
         self._thread.start()
@@ -55,6 +59,8 @@ class WorkerWatch:
             for child in psutil.Process().children(recursive=True):
                 with contextlib.suppress(psutil.Error):
                     argv = child.cmdline()
+                    line = " ".join(argv)
+                    self.programs.update(p for p in HEAD_PROGRAMS if p in line)
                     title = argv[0] if argv else ""
                     worker = title.startswith("ray::") and not title.endswith("Agent")  # the node's agents are not workers
                     if worker or (len(argv) > 1 and argv[1].endswith("default_worker.py")):
@@ -131,6 +137,7 @@ def finishing_run(directory: pathlib.Path) -> dict:
         "rows": len(rows),
         "workers": len(workers.titles),
         "idle_workers": workers.idle_only(),
+        "head_programs": sorted(workers.programs),
         "ray_initialized_after": ray.is_initialized(),
         "ray_processes_after": ray_left_after(10),
     }
