@@ -284,7 +284,15 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
             "epsilon_end": tune.choice([0.05, 0.2]),
             "epsilon_decay_fraction": 0.25,
         },
-        "train": {"total_timesteps": horizon, "timesteps_per_iteration": budget, "num_seeds": 1, "eval_episodes": 2},
+        # A seed each: two trials drawing the same settings with one seed fill identical buffers,
+        # and a clone between them cannot be told from a trial restoring its own.
+        "train": {
+            "total_timesteps": horizon,
+            "timesteps_per_iteration": budget,
+            "num_seeds": 1,
+            "eval_episodes": 2,
+            "seed": tune.grid_search([0, 1, 2, 3]),
+        },
         "callbacks": ["tests.support.replay_probe:ReplayProbe"],
     }
     mutations = {
@@ -295,7 +303,7 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
         }
     }
     _, per_trial, exploits = fit_synch_pbt(
-        space, tmp_path, "dqn_pbt", mutations, metric="eval/return_mean", interval=2, resample_probability=0.5, num_samples=4
+        space, tmp_path, "dqn_pbt", mutations, metric="eval/return_mean", interval=2, resample_probability=0.5, num_samples=1
     )
     assert exploits and all(exploits), "PBT never exploited"
     assert len(per_trial) == 4
