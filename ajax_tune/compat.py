@@ -11,7 +11,8 @@ and the command line without importing JAX.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -282,7 +283,8 @@ def set_driver_sigterm_handler() -> None:
 LOCAL_RAY_SYSTEM_CONFIG = {"prestart_worker_first_driver": False}
 
 
-def without_idle_head_processes():
+@contextlib.contextmanager
+def without_idle_head_processes() -> Iterator[None]:
     """A context for `ray.init(include_dashboard=False, ...)` starting a local Ray: the head node
     then starts neither its API server nor its autoscaler monitor.
 
@@ -294,32 +296,22 @@ def without_idle_head_processes():
     monitor start as before. `ray status` has no autoscaler report on such a node. Ray offers no
     option for either (`RayParams.no_monitor` is not one of `ray.init`'s), so the two `Node`
     methods are replaced while the context is open, in whichever thread calls `ray.init`."""
-    import contextlib
-
     node_class = _private("ray._private.node", "Node", "ray")
-    originals = {name: getattr(node_class, name, None) for name in ("start_api_server", "start_monitor")}
-    for name, method in originals.items():
-        if not callable(method):
-            raise _gone(f"ray._private.node.Node.{name}", "ray")
+    start_api_server, start_monitor = (getattr(node_class, name, None) for name in ("start_api_server", "start_monitor"))
+    if not callable(start_api_server) or not callable(start_monitor):
+        raise _gone("ray._private.node.Node.start_api_server / start_monitor", "ray")
 
-    def start_api_server(self, *, include_dashboard, raise_on_failure):
-        if include_dashboard:  # asked for: Ray's own start
-            return originals["start_api_server"](self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
+    def api_server_only_if_asked(self, *, include_dashboard, raise_on_failure):
+        if include_dashboard:
+            return start_api_server(self, include_dashboard=include_dashboard, raise_on_failure=raise_on_failure)
         self._webui_url = None  # what the node reports when its dashboard failed to start
         return None
 
-    def start_monitor(self):
-        return None
-
-    @contextlib.contextmanager
-    def replaced():
+    node_class.start_api_server, node_class.start_monitor = api_server_only_if_asked, lambda self: None
+    try:
+        yield
+    finally:
         node_class.start_api_server, node_class.start_monitor = start_api_server, start_monitor
-        try:
-            yield
-        finally:
-            node_class.start_api_server, node_class.start_monitor = originals["start_api_server"], originals["start_monitor"]
-
-    return replaced()
 
 
 def stop_log_monitor() -> None:
@@ -352,7 +344,6 @@ def stop_local_ray_at_once(grace_s: float = 0.1) -> None:
     exited 3 s after it, so a longer grace only waits for the kill (all of a node's processes,
     its workers and agents included, were gone 0.3 s after a stop with no grace, and 1.1-1.3 s
     after one with a second)."""
-    import contextlib
     import subprocess
     import time
 

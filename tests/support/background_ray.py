@@ -41,8 +41,8 @@ def ray_left_after(seconds: float) -> list[str]:
 
 class WorkerWatch:
     """Every Ray worker process this process starts while inside, each one's titles, and which of
-    the head node's programs ran. Ray
-    names a worker `ray::IDLE` until it hosts an actor, then after the actor's class."""
+    the head node's programs ran. Ray names a worker `ray::IDLE` until it hosts an actor, then
+    after the actor's class."""
 
     def __enter__(self):
         import threading
