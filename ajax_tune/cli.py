@@ -8,6 +8,7 @@ and exit status 2, found before Ray or JAX start wherever it can be.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import dataclasses
 import json
@@ -55,6 +56,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"ajax-tune {args.command}: interrupted; continue with `ajax-tune resume DIR`", file=sys.stderr)
         return 130
+
+
+def entry() -> None:
+    """The `ajax-tune` console script: `main`, then an exit that skips the interpreter's teardown.
+
+    Once a command has returned, its results are written and its Ray is stopped; what is left
+    is Python freeing every module (JAX's, Ray's, Tune's, pandas'), about 0.9 s here, in every
+    command. The exit does what a normal one must (it waits for non-daemon threads, runs the
+    `atexit` hooks, flushes the standard streams) and then leaves without the teardown.
+    """
+    code = main()
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed or broken pipe has nothing left to flush
+            stream.flush()
+    os._exit(code or 0)
 
 
 def build_parser() -> argparse.ArgumentParser:

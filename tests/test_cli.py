@@ -98,6 +98,39 @@ def test_console_script_help_and_bad_config_without_traceback(tmp_path):
     assert "did you mean 'cartpole'?" in lines[0]
 
 
+EXIT_PROBE = """
+import os, sys, threading, time, atexit
+from ajax_tune import cli
+
+class Teardown:  # freed, and so heard from, only if the interpreter tears its modules down
+    def __del__(self):
+        sys.stderr.write("torn down\\n")
+
+kept = Teardown()
+out = sys.argv[1]
+atexit.register(lambda: open(out + ".atexit", "w").write("ran"))
+threading.Thread(target=lambda: (time.sleep(0.3), open(out + ".thread", "w").write("done"))).start()
+for i in range(20000):
+    print(i)  # more than a pipe's buffer: all of it must arrive
+sys.argv = ["ajax-tune", "plot", out + ".missing"]
+cli.entry() if os.environ["EXIT"] == "entry" else sys.exit(cli.main())
+"""
+
+
+@pytest.mark.parametrize("how", ["entry", "main"])
+def test_console_script_exit_keeps_what_an_exit_must_and_skips_the_teardown(tmp_path, how):
+    """`entry` (the console script) exits with the command's status after its non-daemon threads,
+    its atexit hooks and all its piped output, like `sys.exit(main())`, without freeing modules."""
+    probe = tmp_path / "probe"
+    done = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, str(probe)], capture_output=True, text=True, env={**os.environ, "EXIT": how}
+    )
+    assert done.returncode == 2 and "ajax-tune plot: error: no experiment directory" in done.stderr
+    assert done.stdout.split() == [str(i) for i in range(20000)]
+    assert (tmp_path / "probe.atexit").read_text() == "ran" and (tmp_path / "probe.thread").read_text() == "done"
+    assert ("torn down" in done.stderr) == (how == "main")
+
+
 def test_run_evaluate_plot(ray_session, tmp_path, capsys):
     config = write(tmp_path, SMALL_CORRIDOR)
     assert main(["run", config, "--storage-path", str(tmp_path / "results")]) == 0
