@@ -60,6 +60,8 @@ from ajax_tune.tune_choices import (
     CHOICES,
     build_scheduler,
     build_searcher,
+    check_choice,
+    check_population_search,
     config_paths,
     named_metrics,
     option_names,
@@ -159,8 +161,8 @@ class Experiment:
                 f"search: random only, got {search['name']!r}"
             )
         section = dataclasses.replace(section, search=search, scheduler=scheduler)
-        build_scheduler(section)  # validates the options without starting anything
-        build_searcher(section)
+        check_choice("scheduler", section)  # the options, without starting anything
+        check_choice("search", section)
         if section.population or "population" in (raw.get("tune") or {}):
             _check_population(section, members, scheduler)
         checkpoint = parse_section(CheckpointSection, _mapping(raw, "checkpoint"), "checkpoint")
@@ -259,10 +261,8 @@ class Experiment:
 
 def _check_population(section: TuneSection, members: Any, scheduler: Mapping) -> None:
     """`tune.population`: a whole number of members per trial, a trial config without a
-    population of its own, a scheduler that treats trials as wholes; the wrapped search built
-    (its options checked) without starting anything."""
-    from ajax_tune.population_search import searcher_for
-
+    population of its own, a scheduler that treats trials as wholes; the wrapped search's
+    options (without importing Tune for a random search)."""
     if section.population < 1:
         raise ConfigError(
             f"tune.population must be a whole number of configs per trial >= 1, got {section.population!r} "
@@ -278,7 +278,7 @@ def _check_population(section: TuneSection, members: Any, scheduler: Mapping) ->
             f"tune.population: {scheduler['name']} mutates a trial's config, which a population's members override; "
             f"use population-based training inside the trial, or no tune.population"
         )
-    searcher_for(section)
+    check_population_search(section)
 
 
 def _name(value: Any, default: str) -> str:

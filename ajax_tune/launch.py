@@ -227,8 +227,9 @@ def start_local_ray(num_cpus: int | None) -> None:
 
 
 def start_local_ray_in_background(num_cpus: int | None) -> Callable[[], None]:
-    """`start_local_ray` in a thread, so that the driver builds its Tuner while Ray's processes
-    start (most of `ray.init` is waiting for them). Returns `wait`: it blocks until Ray is up and
+    """`start_local_ray` in a thread, so that the driver builds its Tuner (importing Ray Tune,
+    which validation leaves out where it can) while Ray's processes start (most of `ray.init` is
+    waiting for them). Returns `wait`: it blocks until Ray is up and
     raises what the start raised. Called only after every check of the experiment has passed, so
     a refused config never starts a Ray (nor waits for one).
 

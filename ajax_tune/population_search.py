@@ -316,34 +316,21 @@ def member_result(result: Mapping, member: int) -> dict:
 
 # -- from a YAML experiment's `tune` section -----------------------------------------------------
 
-#: The options `search: random` takes under `tune.population` (the rest are trial-making
-#: options of `BasicVariantGenerator`; `tune.max_concurrent_trials` limits trials as ever).
-RANDOM_OPTIONS = ("seed", "random_state", "constant_grid_search")
-
 
 def searcher_for(section) -> PopulationSearcher:
     """The experiment's search (`tune.search`, default random) wrapped to pack `tune.population`
-    suggestions per trial, with the batch-aware option where the searcher has one. Builds
-    without starting anything, so `Experiment.from_dict` validates through it."""
-    from ajax_tune.tune_choices import build_searcher, parse_choice
+    suggestions per trial, with the batch-aware option where the searcher has one. Its options
+    are checked first as `check_population_search` checks them (without building anything)."""
+    from ajax_tune.tune_choices import build_searcher, check_population_search, parse_choice
 
+    random = check_population_search(section)
     spec = parse_choice("search", section.search)
-    name, options = spec["name"], dict(spec["kwargs"])
-    if name == "random":
-        unknown = sorted(set(options) - set(RANDOM_OPTIONS))
-        if unknown:
-            raise ConfigError(
-                f"tune.search (random) with tune.population takes only {list(RANDOM_OPTIONS)}, got {unknown}; "
-                f"tune.max_concurrent_trials limits the trials"
-            )
-        if "seed" in options and "random_state" in options:
-            raise ConfigError("tune.search (random): give the seed once, as 'seed' or 'random_state'")
-        seed = options.get("seed", options.get("random_state", section.seed))
-        inner = VariantSearcher(random_state=seed, constant_grid_search=bool(options.get("constant_grid_search", False)))
+    if random is not None:
+        inner = VariantSearcher(**random)
     else:
         inner = build_searcher(section)  # every option checked against the class's signature
-        if name == "optuna" and "sampler" not in options:
-            inner = _optuna_constant_liar(options, section.seed)
+        if spec["name"] == "optuna" and "sampler" not in spec["kwargs"]:
+            inner = _optuna_constant_liar(spec["kwargs"], section.seed)
     return PopulationSearcher(inner, size=section.population)
 
 

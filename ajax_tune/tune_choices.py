@@ -110,6 +110,44 @@ def build_searcher(section: TuneSection):
     return build_choice("search", parse_choice("search", section.search), section)
 
 
+def check_choice(kind: str, section: TuneSection) -> None:
+    """`tune.search` or `tune.scheduler` checked as `build_choice` would, without building it.
+    One given no options is not imported (importing Ray Tune takes a second, which the driver
+    then spends while its Ray starts): its name is known and nothing else could be wrong."""
+    spec = parse_choice(kind, getattr(section, kind))
+    choice = CHOICES[kind][spec["name"]]
+    if spec["kwargs"] or choice.required:
+        build_choice(kind, spec, section)
+    elif choice.requires and importlib.util.find_spec(choice.requires) is None:
+        raise ConfigError(missing_package(f"tune.{kind} ({spec['name']})", choice))
+
+
+#: The options `search: random` takes under `tune.population` (the rest are trial-making
+#: options of `BasicVariantGenerator`; `tune.max_concurrent_trials` limits trials as ever).
+POPULATION_RANDOM_OPTIONS = ("seed", "random_state", "constant_grid_search")
+
+
+def check_population_search(section: TuneSection) -> dict | None:
+    """`tune.search` as `tune.population` wraps it, checked without building it: for random
+    search, the keyword arguments of its variant searcher; None for another search (its options
+    checked by `check_choice`)."""
+    spec = parse_choice("search", section.search)
+    options = spec["kwargs"]
+    if spec["name"] != "random":
+        check_choice("search", section)
+        return None
+    unknown = sorted(set(options) - set(POPULATION_RANDOM_OPTIONS))
+    if unknown:
+        raise ConfigError(
+            f"tune.search (random) with tune.population takes only {list(POPULATION_RANDOM_OPTIONS)}, got {unknown}; "
+            f"tune.max_concurrent_trials limits the trials"
+        )
+    if "seed" in options and "random_state" in options:
+        raise ConfigError("tune.search (random): give the seed once, as 'seed' or 'random_state'")
+    seed = options.get("seed", options.get("random_state", section.seed))
+    return {"random_state": seed, "constant_grid_search": bool(options.get("constant_grid_search", False))}
+
+
 def build_choice(kind: str, spec: Mapping, section: TuneSection):
     name, options = spec["name"], dict(spec["kwargs"])
     choice, where = CHOICES[kind][name], f"tune.{kind} ({name})"
@@ -118,7 +156,7 @@ def build_choice(kind: str, spec: Mapping, section: TuneSection):
             raise ConfigError(f"tune.{kind}: {name!r} takes no options, got {sorted(options)}")
         return None
     if choice.requires and importlib.util.find_spec(choice.requires) is None:
-        raise ConfigError(f"{where} needs the {choice.requires!r} package; pip install 'ajax-tune[{choice.extra}]'")
+        raise ConfigError(missing_package(where, choice))
     cls = resolve_import(choice.target, where)
     accepted = option_names(cls)
     taken = {k: v for k, v in FROM_EXPERIMENT.items() if k in accepted}
@@ -153,6 +191,10 @@ def build_choice(kind: str, spec: Mapping, section: TuneSection):
         return cls(**kwargs)
     except (TypeError, ValueError, AssertionError) as exc:
         raise ConfigError(f"{where}: {exc}".splitlines()[0]) from None
+
+
+def missing_package(where: str, choice: TuneChoice) -> str:
+    return f"{where} needs the {choice.requires!r} package; pip install 'ajax-tune[{choice.extra}]'"
 
 
 def option_names(cls) -> list[str]:

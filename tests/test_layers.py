@@ -61,6 +61,38 @@ def test_checking_a_config_starts_no_jax_backend():
     assert started == {"ppo": False, "dqn": False, "sac": False, "td3": False}
 
 
+VALIDATE_PROBE = textwrap.dedent("""
+    import json, sys
+    from ajax_tune.errors import ConfigError
+    from ajax_tune.experiment import Experiment
+    seen = {}
+    for name, overrides in (("quickstart", []), ("population", ["tune.population=4"])):
+        Experiment.load(sys.argv[1], overrides)
+        seen[name] = sorted(m for m in ("ray", "ray.tune") if m in sys.modules)
+    try:  # an option is still checked against the searcher's signature, which imports Tune
+        Experiment.load(sys.argv[1], ["tune.search={name: random, max_concurent: 2}"])
+    except ConfigError as exc:
+        seen["refused"] = str(exc)
+    seen["after_refusal"] = sorted(m for m in ("ray", "ray.tune") if m in sys.modules)
+    print(json.dumps(seen))
+""")
+
+
+def test_validating_an_experiment_with_tunes_defaults_imports_no_ray():
+    """`ajax-tune run` validates before its Ray starts and imports Ray Tune (a second here) while
+    Ray starts: validating a search with no options of its own, as a population or not, must not
+    import it. A search given options is built to check them, Tune imported."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    quickstart = str(pathlib.Path(__file__).resolve().parent.parent / "configs" / "quickstart.yaml")
+    out = subprocess.run(
+        [sys.executable, "-c", VALIDATE_PROBE, quickstart], env=env, capture_output=True, text=True, timeout=300, check=True
+    )
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["quickstart"] == [] and seen["population"] == []
+    assert "tune.search (random): unknown option 'max_concurent'" in seen["refused"]
+    assert seen["after_refusal"] == ["ray", "ray.tune"]
+
+
 PACKAGE = pathlib.Path(ajax_tune.__file__).resolve().parent
 
 
