@@ -23,6 +23,12 @@ and compiling), its calls, and what follows the last call.
 
     python benchmarks/search_vs_sequential.py            # 8 configs x 4 calls, 3 repeats, alternated
     python benchmarks/search_vs_sequential.py --quick    # 4 configs x 2 calls, once
+
+A change is measured against the tree before it with `--before DIR` (a checkout of the earlier
+commit, e.g. from `git worktree add DIR COMMIT`): the mode `population_before` runs the
+population trial with `ajax_tune` imported from DIR, alternated with the others.
+
+    python benchmarks/search_vs_sequential.py --modes population population_before --before DIR --repeats 6
 """
 
 from __future__ import annotations
@@ -52,7 +58,10 @@ MODES = {
     # not in the default set: the earlier comparison's baseline, every trial compiling everything
     "tune_no_cache": {"sets": ["tune.reuse_actors=false"], "env": {"JAX_ENABLE_COMPILATION_CACHE": "false"}},
 }
+MODES["population_before"] = {**MODES["population"], "before": True}  # ajax_tune from --before DIR
 DEFAULT_MODES = ("tune", "tune_reuse", "sequential", "population")
+# `ajax-tune` as a tree's own console script runs it: `entry` where the tree has one, else `main`
+RUN_FROM_TREE = "import sys; from ajax_tune import cli; cli.entry() if hasattr(cli, 'entry') else sys.exit(cli.main())"
 BIG_COMPILE_S = 0.5  # programs compiling longer than this are the train/init programs (the cache keeps those)
 
 
@@ -61,13 +70,13 @@ def learning_rates(count: int) -> list[float]:
     return grid[:: len(grid) // count][:count] if count < len(grid) else grid
 
 
-def traced_env(work: pathlib.Path, extra: dict) -> dict:
+def traced_env(work: pathlib.Path, extra: dict, tree: str | None = None) -> dict:
     env = harness.worker_env()
     env.update(
         {
             "AJAX_TUNE_BENCH_TRACE": str(work / "trace.jsonl"),
             "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),  # empty: every way starts cold
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), tree or "", env.get("PYTHONPATH", "")) if p),
             **extra,
         }
     )
@@ -92,8 +101,17 @@ def compile_stats(events: list[dict]) -> dict:
     }
 
 
-def run_tune(mode: str, work: pathlib.Path, lrs: list[float], iterations: int, cpus: int) -> dict:
+def tree_commit(tree: str) -> str:
+    """The commit a checkout is at (what the JSON records of it; its path stays out)."""
+    done = subprocess.run(["git", "-C", tree, "rev-parse", "HEAD"], capture_output=True, text=True)
+    return done.stdout.strip() or "unknown"
+
+
+def run_tune(mode: str, work: pathlib.Path, lrs: list[float], iterations: int, cpus: int, before: str | None = None) -> dict:
     spec = MODES[mode]
+    tree = before if spec.get("before") else None
+    if spec.get("before") and not tree:
+        raise SystemExit(f"{mode} needs --before DIR, a checkout of the earlier tree")
     work.mkdir(parents=True)
     sets = [
         *spec["sets"],
@@ -102,10 +120,12 @@ def run_tune(mode: str, work: pathlib.Path, lrs: list[float], iterations: int, c
         f"trial.train.total_timesteps={STEPS_PER_CALL * iterations}",
         *([f"tune.population={len(lrs)}"] if spec.get("population") else []),
     ]
-    cmd = [*ajax_tune_command(), "run", str(CONFIG), "--storage-path", str(work / "results"), "--name", "search"]
+    # -P: `python -c` would put the working directory (this checkout) before PYTHONPATH
+    script = [sys.executable, "-P", "-c", RUN_FROM_TREE] if tree else ajax_tune_command()
+    cmd = [*script, "run", str(CONFIG), "--storage-path", str(work / "results"), "--name", "search"]
     cmd += ["--no-plots", "--num-cpus", str(cpus), *[a for s in sets for a in ("--set", s)]]
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=traced_env(work, spec["env"]), timeout=3600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=traced_env(work, spec["env"], tree), timeout=3600)
     wall = time.time() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n" + "\n".join((proc.stdout + proc.stderr).splitlines()[-30:]))
@@ -133,6 +153,8 @@ def run_tune(mode: str, work: pathlib.Path, lrs: list[float], iterations: int, c
         **compile_stats(events),
         "alarms": alarms(proc.stdout + proc.stderr),
     }
+    if tree:
+        out["tree_commit"] = tree_commit(tree)
     if spec.get("population"):
         out["breakdown"] = where_the_time_goes(events, t0, trials[0], wall)
     return out
@@ -227,6 +249,7 @@ def main(argv=None) -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--modes", nargs="+", default=list(DEFAULT_MODES), choices=[*MODES, "sequential"])
     parser.add_argument("--quick", action="store_true", help="4 configs of 2 calls, once")
+    parser.add_argument("--before", default=None, help="a checkout of an earlier tree, for the mode population_before")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -241,7 +264,7 @@ def main(argv=None) -> None:
                 if mode == "sequential":
                     out = run_sequential(work, lrs, args.iterations, args.num_cpus)
                 else:
-                    out = run_tune(mode, work, lrs, args.iterations, args.num_cpus)
+                    out = run_tune(mode, work, lrs, args.iterations, args.num_cpus, args.before)
                 runs[mode].append(out)
                 print(
                     f"[{mode} {r + 1}/{args.repeats}] wall {out['wall_s']:.1f} s, {out['trials']} trial(s), "
@@ -259,6 +282,7 @@ def main(argv=None) -> None:
             "seeds_per_config": 2,
             "iterations": args.iterations,
             "env_steps_per_call_per_seed": STEPS_PER_CALL,
+            "before_commit": tree_commit(args.before) if args.before else None,
             "summary": summary,
             "runs": runs,
         },
