@@ -84,6 +84,7 @@ def test_a_rerun_gets_its_own_directory_unless_the_first_is_alive(tmp_path):
         release()
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_console_script_help_and_bad_config_without_traceback(tmp_path):
     exe = pathlib.Path(sys.executable).parent / "ajax-tune"
     out = subprocess.run([exe, "--help"], capture_output=True, text=True)
@@ -117,6 +118,7 @@ cli.entry() if os.environ["EXIT"] == "entry" else sys.exit(cli.main())
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 @pytest.mark.parametrize("how", ["entry", "main"])
 def test_console_script_exit_keeps_what_an_exit_must_and_skips_the_teardown(tmp_path, how):
     """`entry` (the console script) exits with the command's status after its non-daemon threads,

@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 PROBE = """
 import json, os
 from ajax_tune.jax_setup import configure_jax
@@ -15,6 +17,7 @@ print(json.dumps({"applied": applied, "flags": os.environ["XLA_FLAGS"], "sum": f
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_a_one_cpu_trial_gets_single_threaded_xla_with_flags_xla_reads(tmp_path):
     """Every token is a `--flag` XLA knows: it dies on an unknown one, and it silently ignores a
     token without the dashes, which would then set nothing."""

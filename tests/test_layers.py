@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import ajax_tune
 
 PROBE = textwrap.dedent("""
@@ -31,6 +33,7 @@ PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_the_core_never_imports_ray():
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True, timeout=300, check=True)
@@ -50,6 +53,7 @@ CHECK_PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_checking_a_config_starts_no_jax_backend():
     """A driver that only validates (`Runner.check`, as `ajax-tune run` does before Ray starts) must
     not start JAX's backends: a started backend makes every later fork a warning under Ray, and
@@ -78,6 +82,7 @@ VALIDATE_PROBE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_validating_an_experiment_with_tunes_defaults_imports_no_ray():
     """`ajax-tune run` validates before its Ray starts and imports Ray Tune (a second here) while
     Ray starts: validating a search with no options of its own, as a population or not, must not

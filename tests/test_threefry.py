@@ -11,6 +11,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from ajax_tune import threefry
 
@@ -76,6 +77,7 @@ print(jax.jit(lambda k: jax.random.split(k, 4)).lower(jax.random.key(0)).compile
 """
 
 
+@pytest.mark.slow  # a fresh Python process
 def test_building_a_loop_installs_it_in_its_process():
     env = {**os.environ, "JAX_PLATFORMS": "cpu", threefry.ROLLED_ENV: "0"}
     done = subprocess.run([sys.executable, "-c", LOOP_ONLY], env=env, capture_output=True, text=True, timeout=120, check=True)
