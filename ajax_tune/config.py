@@ -193,16 +193,7 @@ class Config:
             "train": static_values(self.train),
             "num_heldout": self.num_heldout,
             "num_members": self.num_members,
-            "learning_signal": self.learning_signal,
         }
-
-    @property
-    def learning_signal(self) -> bool:
-        """Whether the training program computes the agent's learning signal: only for a task
-        sampler that reads it (`TaskSampler.reads_learning_signal`)."""
-        from ajax_tune.samplers import reads_learning_signal
-
-        return reads_learning_signal(self.task_sampler)
 
     @property
     def num_heldout(self) -> int:

@@ -112,14 +112,10 @@ class TrainState:
 
 
 class TrainLoop:
-    def __init__(self, env, agent, config: LoopConfig, num_heldout: int = 0, num_members: int = 1, learning_signal: bool = True):
+    def __init__(self, env, agent, config: LoopConfig, num_heldout: int = 0, num_members: int = 1):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent = agent
         self.config = config
-        # Whether the call's per-env statistics carry the agent's learning signal. Without it
-        # nothing reads what the agent computed for it, so tracing drops that work from the
-        # program (5-10% of SAC's compile); `CallStats.signal_count` then stays 0.
-        self.learning_signal = bool(learning_signal)
         self.num_heldout = int(num_heldout)
         if int(num_members) < 1:
             raise ConfigError(f"a population needs at least one member, got {num_members}")
@@ -461,17 +457,15 @@ class TrainLoop:
             env_state, transitions, episodes = self._collect(agent_state, env_state, k_roll)
             agent_state, metrics, signal = self.agent.update(agent_state, transitions, k_update, clock)
         health = self.agent.health(agent_state, metrics)
+        defined = ~jnp.isnan(signal)
         stats = stats.replace(
             episodes=stats.episodes + episodes["count"],
             return_sum=stats.return_sum + episodes["return_sum"],
             success_sum=stats.success_sum + episodes["success_sum"],
             steps=stats.steps + episodes["steps"],
+            signal_sum=stats.signal_sum + jnp.where(defined, signal, 0.0),
+            signal_count=stats.signal_count + defined,
         )
-        if self.learning_signal:
-            defined = ~jnp.isnan(signal)
-            stats = stats.replace(
-                signal_sum=stats.signal_sum + jnp.where(defined, signal, 0.0), signal_count=stats.signal_count + defined
-            )
         count = jnp.sum(episodes["count"])
         per_episode = lambda total: jnp.where(count > 0, total / jnp.maximum(count, 1.0), jnp.nan)  # noqa: E731
         row = {

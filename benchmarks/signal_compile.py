@@ -1,11 +1,9 @@
 """What SAC's learning signal costs its training program's compilation.
 
-SAC computes, every update, the mean TD error of each env's fresh transitions: the signal that
-`PrioritizedLevelReplay` scores levels by, and no other sampler of ours reads. The loop keeps it
-only for a sampler that reads it (`TrainLoop(learning_signal=...)`, from
-`TaskSampler.reads_learning_signal`); otherwise tracing drops that work. Each run is a fresh
+SAC reports, every update, the mean TD error of each env's fresh transitions: the signal that
+`PrioritizedLevelReplay` scores levels by, and that nothing else reads. Each run is a fresh
 process (`peers/signal_compile.py`) with no persistent cache, the two sides alternated (A B,
-B A, ...): the program with the signal and without it.
+B A, ...): the program as it is, and the same program with NaN in the signal's place.
 
     python benchmarks/signal_compile.py              # 6 rounds
     python benchmarks/signal_compile.py --quick      # 1 round

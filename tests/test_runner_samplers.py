@@ -176,38 +176,6 @@ def test_off_policy_agents_score_plr_levels_by_their_td_errors(agent, env, space
     assert runner.loop.compilations == 1 and plr.filled == min(4, len(levels))
 
 
-def test_the_program_computes_the_learning_signal_only_for_a_sampler_that_reads_it():
-    """Only PLR reads the agent's learning signal (SAC's TD errors on the fresh unroll). Under
-    another sampler the training program leaves that work out (tracing drops what nothing
-    reads), the signal is NaN, and training is the same (to float tolerance: the two programs are
-    compiled apart, and XLA may round a fused sum differently); changing to PLR is a static
-    change that builds the program anew."""
-    import jax
-
-    from ajax_tune.build import build_loop
-    from ajax_tune.config import Config
-    from ajax_tune.samplers.stats import EnvStats
-
-    env, space = {"name": "point_reach", "kwargs": {"max_episode_steps": 5}}, {"distance": [0.5, 2.0]}
-    uniform = tiny_off_policy_config("sac", env=env, task_sampler={"name": "uniform", "kwargs": {"space": space}})
-    plr = tiny_off_policy_config("sac", env=env, task_sampler={"name": "plr", "kwargs": {"space": space, "buffer_size": 4}})
-    runs = {}
-    for name, config in (("uniform", uniform), ("plr", plr)):
-        _, loop = build_loop(Config.from_dict(config))
-        state = loop.init(seed=0)
-        ops = loop._train.lower(jax.device_put(state, loop.device)).as_text().count("\n")
-        state, out = loop.train(state)
-        runs[name] = (loop, ops, jax.device_get(state), EnvStats.from_call(jax.device_get(out.stats)))
-    (off, off_ops, off_state, off_stats), (on, on_ops, on_state, on_stats) = runs["uniform"], runs["plr"]
-    assert not off.learning_signal and on.learning_signal
-    assert off_ops < on_ops  # the signal's passes are not in the program
-    assert np.all(np.isnan(off_stats.learning_signal)) and np.all(on_stats.learning_signal > 0)
-    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), off_state, on_state)
-
-    runner = Runner(uniform)
-    assert runner.reconfigure(plr) is True and runner.loop.learning_signal
-
-
 def test_alp_gmm_state_travels_with_checkpoints(tmp_path):
     """ALP-GMM's history and mixture are restored exactly by its own trial and kept, under a
     random stream of its own, by another; the tasks it moves to never recompile."""
