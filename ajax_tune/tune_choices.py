@@ -129,12 +129,11 @@ POPULATION_RANDOM_OPTIONS = ("seed", "random_state", "constant_grid_search")
 
 def check_population_search(section: TuneSection) -> dict | None:
     """`tune.search` as `tune.population` wraps it, checked without building it: for random
-    search, the keyword arguments of its variant searcher; None for another search (its options
-    checked by `check_choice`)."""
+    search, the keyword arguments of its variant searcher; None for another search, whose
+    options `check_choice` checks (the experiment calls it) and `build_searcher` builds."""
     spec = parse_choice("search", section.search)
     options = spec["kwargs"]
     if spec["name"] != "random":
-        check_choice("search", section)
         return None
     unknown = sorted(set(options) - set(POPULATION_RANDOM_OPTIONS))
     if unknown:
