@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,29 @@ def test_the_hash_gives_random123s_known_answers():
         assert [int(a[0]) for a in as_numpy] == list(expected)
         as_jax = jax.jit(threefry.threefry2x32)(*(jnp.array([v], jnp.uint32) for v in (k1, k2, c1, c2)))
         assert [int(a[0]) for a in as_jax] == list(expected)
+
+
+def _ops(compiled) -> list[str]:
+    """A compiled program's instructions with their names left out, in order."""
+    return [re.sub(r"%[\w.\-]+", "%", line.split(", metadata=")[0]) for line in compiled.as_text().splitlines() if " = " in line]
+
+
+@pytest.mark.parametrize("key_shape, count_shape", [((), (5, 3)), ((1, 3), (2, 3)), ((4,), (4,))])
+def test_the_emitted_lowering_is_the_program_tracing_the_hash_gives(key_shape, count_shape):
+    # The lowering emits `threefry2x32`'s ops directly instead of tracing it at every call site:
+    # the bits, and the optimised program op for op, are those of the traced function.
+    assert threefry.install()
+    from jax.extend.random import threefry2x32_p
+
+    rng = np.random.default_rng(0)
+    args = [
+        jnp.asarray(rng.integers(0, 2**32, shape, dtype=np.uint32)) for shape in (key_shape, key_shape, count_shape, count_shape)
+    ]
+    emitted = jax.jit(lambda *a: threefry2x32_p.bind(*a)).lower(*args).compile()
+    traced = jax.jit(lambda *a: list(threefry.threefry2x32(*a))).lower(*args).compile()
+    for ours, reference in zip(emitted(*args), traced(*args)):
+        assert ours.shape == count_shape and np.array_equal(np.asarray(ours), np.asarray(reference))
+    assert _ops(emitted) == _ops(traced)
 
 
 def _draws(rolled: bool) -> dict:
