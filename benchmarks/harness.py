@@ -235,7 +235,7 @@ def write_results(name: str, payload: dict, out: str | os.PathLike | None = None
     record = {
         "benchmark": name,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python " + " ".join(shlex.quote(a) for a in [_relative(sys.argv[0]), *sys.argv[1:]]),
+        "command": "python " + " ".join(shlex.quote(_relative(a)) for a in sys.argv),
         "machine": machine(),
         "versions": versions(),
         **payload,
@@ -246,11 +246,15 @@ def write_results(name: str, payload: dict, out: str | os.PathLike | None = None
     return path
 
 
-def _relative(path: str) -> str:
+def _relative(arg: str) -> str:
+    """A command's argument as the record shows it: a path inside the project relative to its
+    root, any other absolute path (an earlier tree's checkout, a scratch file) as DIR."""
+    if not (os.path.isabs(arg) or os.path.exists(arg)):
+        return arg
     try:
-        return str(pathlib.Path(path).resolve().relative_to(HERE.parent))
+        return str(pathlib.Path(arg).resolve().relative_to(HERE.parent))
     except ValueError:
-        return path
+        return "DIR" if os.path.isabs(arg) else arg
 
 
 def side_table(results: list[dict], columns: list[tuple[str, Callable[[dict, str, dict], str]]]) -> str:
