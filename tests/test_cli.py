@@ -1,5 +1,6 @@
 """The ajax-tune command line: run, evaluate, plot, resume, and one-line errors for bad input."""
 
+import gc
 import json
 import math
 import os
@@ -59,7 +60,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     write(tmp_path, SMALL_CORRIDOR)
     code = main([a.replace("{dir}", str(tmp_path)) for a in argv])
     err = capsys.readouterr().err.strip()
-    assert code == 2
+    assert code == 2 and gc.isenabled()  # a refused run turns the collector back on as well
     assert len(err.splitlines()) == 1 and "Traceback" not in err
     assert message in err
 
@@ -161,12 +162,25 @@ def test_run_evaluate_plot(ray_session, tmp_path, capsys):
     assert printed and all(pathlib.Path(p).exists() and p.endswith(".png") for p in printed)
 
 
-def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys):
+def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys, monkeypatch):
     config = yaml.safe_load((CONFIGS / "quickstart.yaml").read_text())
     config["trial"]["agent"]["lr"] = {"kind": "linear", "peak": 2.5e-3}
     config["stop"] = {"training_iteration": 3}
     path = write(tmp_path, yaml.safe_dump(config))
+    # the driver's cyclic collector is off while it sets up (validation) and on again for the fit
+    from ray import tune
+
+    from ajax_tune import launch
+
+    collector = {}
+    check_resources, fit = launch.check_resources, tune.Tuner.fit
+    monkeypatch.setattr(
+        launch, "check_resources", lambda *a, **k: (collector.setdefault("set_up", gc.isenabled()), check_resources(*a, **k))[1]
+    )
+    monkeypatch.setattr(tune.Tuner, "fit", lambda self: (collector.setdefault("fit", gc.isenabled()), fit(self))[1])
+    assert gc.isenabled()
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0
+    assert collector == {"set_up": False, "fit": True} and gc.isenabled()
     out = capsys.readouterr().out
     # the shipped config evaluates the untrained policy: each trial's curve starts at env step 0
     trials = load_trials(tmp_path / "r" / config["name"])
