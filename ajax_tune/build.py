@@ -81,7 +81,14 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         from ajax_tune.offline_loop import build_offline_loop
 
         return wrapped, build_offline_loop(cfg, wrapped, agent)
-    return wrapped, TrainLoop(wrapped, agent, cfg.train, num_heldout=cfg.num_heldout, num_members=cfg.num_members)
+    return wrapped, TrainLoop(
+        wrapped,
+        agent,
+        cfg.train,
+        num_heldout=cfg.num_heldout,
+        num_members=cfg.num_members,
+        learning_signal=cfg.learning_signal,
+    )
 
 
 def build_run(cfg: Config, env) -> RunParts:

@@ -193,7 +193,20 @@ class Config:
             "train": static_values(self.train),
             "num_heldout": self.num_heldout,
             "num_members": self.num_members,
+            "learning_signal": self.learning_signal,
         }
+
+    @property
+    def learning_signal(self) -> bool:
+        """Whether each call's statistics carry the agent's learning signal: where it costs
+        nothing (`learning_signal_is_free`: PPO's), where `train.learning_signal` is "always", or
+        where the task sampler reads it (`TaskSampler.reads_learning_signal`: PLR)."""
+        from ajax_tune.samplers import reads_learning_signal
+
+        agent_cls, _ = resolve_agent(self.agent_name)
+        if getattr(agent_cls, "learning_signal_is_free", False) or self.train.learning_signal == "always":
+            return True
+        return reads_learning_signal(self.task_sampler)
 
     @property
     def num_heldout(self) -> int:

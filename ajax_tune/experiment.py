@@ -55,7 +55,7 @@ from ajax_tune.config import ConfigError, check_keys, parse_section
 from ajax_tune.fields import config_section, static
 from ajax_tune.imports import did_you_mean
 from ajax_tune.results import check_metric
-from ajax_tune.spaces import domains, has_grid, parse_spaces, sample, to_tune
+from ajax_tune.spaces import Domain, domains, has_grid, parse_spaces, sample, to_tune
 from ajax_tune.tune_choices import (
     CHOICES,
     build_scheduler,
@@ -203,7 +203,19 @@ class Experiment:
     # -- building Tune objects ------------------------------------------------------------
 
     def param_space(self) -> dict:
-        return to_tune(self.trial)
+        """The trial section as Tune's search space. A search over task samplers of which one
+        reads the agent's learning signal (PLR) has every trial compute it
+        (`train.learning_signal: always`): its trials then keep one program between them, as
+        reused actors switch samplers."""
+        from ajax_tune.samplers import reads_learning_signal
+
+        space = to_tune(self.trial)
+        sampler = self.trial.get("task_sampler")
+        if isinstance(sampler, Domain) and any(reads_learning_signal(s) for s in sampler.args):
+            train = space.setdefault("train", {})
+            if isinstance(train, dict):
+                train.setdefault("learning_signal", "always")
+        return space
 
     def num_configs(self) -> int:
         """The configs the search draws: `num_samples`, times the grid's points where it has one."""

@@ -41,6 +41,7 @@ __all__ = ["CallOutput", "CallStats", "LoopConfig", "TrainLoop", "TrainState"]
 
 ON_NONFINITE = ("stop", "error", "continue")
 RESET_MODES = ("next_step", "unroll_start")
+LEARNING_SIGNAL = ("auto", "always")
 #: Folded into a seed's key (never replacing it) for the evaluation before the first update, so
 #: the training stream is the same with `eval_at_start` on or off.
 START_SALT = 0x5747
@@ -73,6 +74,14 @@ class LoopConfig:
         "next_step",
         choices=RESET_MODES,
         doc="when a finished env starts its next episode: on the very next step, or frozen (masked) until the next unroll starts",
+    )
+    learning_signal: str = static(
+        "auto",
+        choices=LEARNING_SIGNAL,
+        doc="the agent's learning signal in each call's statistics (what PLR ranks levels by): auto "
+        "computes it where the task sampler reads it (an off-policy agent's TD errors cost network "
+        "passes; PPO's is free and always kept), always whatever the sampler, so that changing "
+        "between samplers keeps one program",
     )
     dataset: str = static(
         "",
@@ -112,10 +121,15 @@ class TrainState:
 
 
 class TrainLoop:
-    def __init__(self, env, agent, config: LoopConfig, num_heldout: int = 0, num_members: int = 1):
+    def __init__(self, env, agent, config: LoopConfig, num_heldout: int = 0, num_members: int = 1, learning_signal: bool = True):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent = agent
         self.config = config
+        # Whether each call's statistics carry the agent's learning signal (`Config.learning_signal`
+        # decides it for a run). Where they do not, nothing reads what the agent computed for it
+        # and tracing drops that work (SAC's TD errors on the fresh unroll: one actor and two
+        # twin-critic passes per update).
+        self.learning_signal = bool(learning_signal)
         self.num_heldout = int(num_heldout)
         if int(num_members) < 1:
             raise ConfigError(f"a population needs at least one member, got {num_members}")
@@ -457,15 +471,17 @@ class TrainLoop:
             env_state, transitions, episodes = self._collect(agent_state, env_state, k_roll)
             agent_state, metrics, signal = self.agent.update(agent_state, transitions, k_update, clock)
         health = self.agent.health(agent_state, metrics)
-        defined = ~jnp.isnan(signal)
         stats = stats.replace(
             episodes=stats.episodes + episodes["count"],
             return_sum=stats.return_sum + episodes["return_sum"],
             success_sum=stats.success_sum + episodes["success_sum"],
             steps=stats.steps + episodes["steps"],
-            signal_sum=stats.signal_sum + jnp.where(defined, signal, 0.0),
-            signal_count=stats.signal_count + defined,
         )
+        if self.learning_signal:  # otherwise signal_count stays 0: EnvStats reads NaN
+            defined = ~jnp.isnan(signal)
+            stats = stats.replace(
+                signal_sum=stats.signal_sum + jnp.where(defined, signal, 0.0), signal_count=stats.signal_count + defined
+            )
         count = jnp.sum(episodes["count"])
         per_episode = lambda total: jnp.where(count > 0, total / jnp.maximum(count, 1.0), jnp.nan)  # noqa: E731
         row = {

@@ -3,7 +3,8 @@
 SAC reports, every update, the mean TD error of each env's fresh transitions: the signal that
 `PrioritizedLevelReplay` scores levels by, and that nothing else reads. Each run is a fresh
 process (`peers/signal_compile.py`) with no persistent cache, the two sides alternated (A B,
-B A, ...): the program as it is, and the same program with NaN in the signal's place.
+B A, ...): the program with the signal (as a run under PLR builds it) and without it (as a
+run without a sampler, or under one that does not read it, builds it).
 
     python benchmarks/signal_compile.py              # 6 rounds
     python benchmarks/signal_compile.py --quick      # 1 round

@@ -176,6 +176,65 @@ def test_off_policy_agents_score_plr_levels_by_their_td_errors(agent, env, space
     assert runner.loop.compilations == 1 and plr.filled == min(4, len(levels))
 
 
+def test_the_program_computes_an_off_policy_signal_only_where_a_sampler_reads_it():
+    """Only PLR reads the agent's learning signal (SAC's TD errors on the fresh unroll: one more
+    actor and two more twin-critic passes per update). Under a sampler that does not read it the
+    training program leaves that work out (tracing drops what nothing reads) and the signal is
+    NaN; training is the same to float tolerance (the two programs are compiled apart, and XLA
+    may round a fused sum differently). `learning_signal: always` keeps it under any sampler."""
+    import jax
+
+    from ajax_tune.build import build_loop
+    from ajax_tune.config import Config
+    from ajax_tune.samplers.stats import EnvStats
+
+    env, space = {"name": "point_reach", "kwargs": {"max_episode_steps": 5}}, {"distance": [0.5, 2.0]}
+    uniform = tiny_off_policy_config("sac", env=env, task_sampler={"name": "uniform", "kwargs": {"space": space}})
+    always = tiny_off_policy_config("sac", env=env, task_sampler=uniform["task_sampler"], train={"learning_signal": "always"})
+    runs = {}
+    for name, config in (("uniform", uniform), ("always", always)):
+        _, loop = build_loop(Config.from_dict(config))
+        state = loop.init(seed=0)
+        instructions = loop._train.lower(jax.device_put(state, loop.device)).compile().as_text().count(" = ")
+        state, out = loop.train(state)
+        runs[name] = (loop, instructions, jax.device_get(state), EnvStats.from_call(jax.device_get(out.stats)))
+    (off, off_size, off_state, off_stats), (on, on_size, on_state, on_stats) = runs["uniform"], runs["always"]
+    assert not off.learning_signal and on.learning_signal
+    assert off_size < on_size  # the signal's passes are not in the program
+    assert np.all(np.isnan(off_stats.learning_signal)) and np.all(on_stats.learning_signal > 0)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), off_state, on_state)
+
+
+def test_ppo_keeps_its_free_signal_and_a_search_over_samplers_keeps_one_program():
+    """PPO's signal (its mean positive advantage) costs nothing, so its program is the same under
+    every sampler. For an off-policy agent, switching to PLR is a static change (a new program),
+    unless the run asked for the signal always, as a search over samplers that include PLR does
+    for every trial: its reused actors then keep one program."""
+    space = {"distance": [0.5, 2.0]}
+    env = {"name": "point_reach", "kwargs": {"max_episode_steps": 5}}
+    uniform = {"name": "uniform", "kwargs": {"space": space}}
+    plr = {"name": "plr", "kwargs": {"space": space, "buffer_size": 4}}
+    assert not make_sampler(uniform).reads_learning_signal and make_sampler(plr).reads_learning_signal
+
+    ppo = Runner(corridor_config(task_sampler={"name": "uniform", "kwargs": {"space": {"length": [2, 8]}}}))
+    assert ppo.loop.learning_signal
+
+    sac = Runner(tiny_off_policy_config("sac", env=env, task_sampler=uniform))
+    assert not sac.loop.learning_signal
+    assert sac.reconfigure(tiny_off_policy_config("sac", env=env, task_sampler=plr)) is True and sac.loop.learning_signal
+
+    trial = tiny_off_policy_config("sac", env=env, task_sampler={"grid": [uniform, plr]})
+    experiment = Experiment.from_dict({"name": "samplers", "trial": trial, "stop": {"training_iteration": 1}})
+    assert experiment.param_space()["train"]["learning_signal"] == "always"
+    kept = Runner({**trial, "task_sampler": uniform, "train": {**trial["train"], "learning_signal": "always"}})
+    assert kept.loop.learning_signal
+    assert kept.reconfigure({**trial, "task_sampler": plr, "train": {**trial["train"], "learning_signal": "always"}}) is False
+    kept.train()
+    assert kept.loop.compilations == 1
+    alone = Experiment.from_dict({"name": "one", "trial": {**trial, "task_sampler": uniform}, "stop": {"training_iteration": 1}})
+    assert "learning_signal" not in alone.param_space()["train"]
+
+
 def test_alp_gmm_state_travels_with_checkpoints(tmp_path):
     """ALP-GMM's history and mixture are restored exactly by its own trial and kept, under a
     random stream of its own, by another; the tasks it moves to never recompile."""

@@ -64,6 +64,11 @@ class Agent(Protocol):
     #: keys (a curriculum's or a scheduler's metric) are checked without building or compiling.
     #: Optional for an agent of one's own; the built-in agents declare it.
     metric_keys: tuple[str, ...]
+    #: Whether the learning signal `update` returns costs nothing beyond the update itself (PPO's
+    #: mean positive advantage). The loop keeps such a signal whatever the task sampler; any other
+    #: (an off-policy agent's TD errors: more network passes) only where a sampler reads it.
+    #: Optional; False where absent.
+    learning_signal_is_free: bool
 
     def init(self, key: jax.Array) -> Any:
         """The agent's whole state: parameters, optimiser, normalisers, buffers, traced
@@ -131,6 +136,7 @@ class AgentBase:
 
     metric_keys: tuple[str, ...] = ()
     latest_metrics: tuple[str, ...] = ("lr",)
+    learning_signal_is_free: bool = False
 
     def __init__(self, config: Any):
         self.config = config

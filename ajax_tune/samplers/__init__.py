@@ -48,6 +48,24 @@ def make_sampler(spec: Any) -> TaskSampler:
     "module:Class" string, or {"name" | "class": ..., "kwargs": {...}} as written in YAML."""
     if isinstance(spec, TaskSampler):
         return copy.deepcopy(spec)
+    cls, kwargs = _class_and_kwargs(spec)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"task_sampler ({cls.__name__}): {exc}") from None
+
+
+def reads_learning_signal(spec: Any) -> bool:
+    """Whether the sampler a spec names (as `make_sampler` takes it) reads the agent's learning
+    signal; False without a sampler."""
+    if spec is None:
+        return False
+    if isinstance(spec, TaskSampler):
+        return bool(spec.reads_learning_signal)
+    return bool(_class_and_kwargs(spec)[0].reads_learning_signal)
+
+
+def _class_and_kwargs(spec: Any) -> tuple[type, Mapping]:
     kwargs: Mapping = {}
     if isinstance(spec, Mapping):
         check_keys(spec, ("name", "class", "kwargs"), "task_sampler.")
@@ -63,7 +81,4 @@ def make_sampler(spec: Any) -> TaskSampler:
     cls = _REGISTRY.resolve(spec) if isinstance(spec, str) else spec
     if not (isinstance(cls, type) and issubclass(cls, TaskSampler)):
         raise ConfigError(f"task_sampler: {cls!r} is not a TaskSampler subclass")
-    try:
-        return cls(**kwargs)
-    except TypeError as exc:
-        raise ConfigError(f"task_sampler ({cls.__name__}): {exc}") from None
+    return cls, kwargs

@@ -39,6 +39,8 @@ class ALPGMM(TaskSampler):
     - `history`: the most tasks remembered for the nearest-neighbour look-up.
     """
 
+    reads_learning_signal = False
+
     def __init__(
         self,
         space=None,

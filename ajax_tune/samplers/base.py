@@ -29,6 +29,11 @@ class TaskSampler:
     own `env.levels`), a `seed`, and its own hyperparameters, each checked on the spot.
     """
 
+    #: Whether `update` reads `EnvStats.learning_signal`. The training program computes the
+    #: agent's signal only for a sampler that does (a TD error costs SAC 5-10% of its compile);
+    #: without it the signal is NaN. A sampler that never reads it says so with False.
+    reads_learning_signal = True
+
     def __new__(cls, *args, **kwargs):
         # Remember the constructor's arguments, so a sampler built in Python can be written back
         # into a config (and a checkpoint's record of it) as {"class": ..., "kwargs": ...}.

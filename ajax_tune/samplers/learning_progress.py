@@ -36,6 +36,8 @@ class LearningProgress(TaskSampler):
     - `uniform_share`: the share of probability spread evenly over all bins.
     """
 
+    reads_learning_signal = False
+
     def __init__(
         self,
         space=None,

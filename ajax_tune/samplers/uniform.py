@@ -11,6 +11,8 @@ class Uniform(TaskSampler):
     It learns nothing, which makes it the baseline the learning samplers must beat.
     """
 
+    reads_learning_signal = False
+
     def __init__(self, space=None, levels=None, *, seed: int = 0):
         super().__init__(space, levels, seed=seed)
 

@@ -37,7 +37,7 @@ config = Config.from_dict(
 )
 env = make_env(s["env"])
 agent = make_agent(s["agent"], config.agent, env.observation_space, env.action_space)
-loop = TrainLoop(env, agent, config.train)
+loop = TrainLoop(env, agent, config.train, learning_signal=config.learning_signal)  # as `build_loop` builds it
 
 
 def run(seed):

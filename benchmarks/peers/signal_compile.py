@@ -1,7 +1,7 @@
 """SAC's training program traced, lowered and compiled in a fresh process (project interpreter),
-with the learning signal task samplers read (`SAC._td_error`: the fresh unroll's TD errors, one
-more actor and two more critic passes per update) or with NaN in its place, as an agent without
-a signal reports. The settings are `offpolicy_throughput.py`'s SAC with one seed."""
+with the learning signal PLR reads (`SAC._td_error`: the fresh unroll's TD errors, one more actor
+and two more critic passes per update) or without it (as a run whose sampler does not read it,
+or that has none, builds it). The settings are `offpolicy_throughput.py`'s SAC with one seed."""
 
 from __future__ import annotations
 
@@ -14,16 +14,12 @@ import protocol
 s = protocol.settings()
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 
-import ajax_tune.agents.sac.agent as sac  # noqa: E402
 from ajax_tune.agents import make_agent  # noqa: E402
 from ajax_tune.config import Config  # noqa: E402
 from ajax_tune.envs import make_env  # noqa: E402
 from ajax_tune.loop import TrainLoop  # noqa: E402
 
-if s["side"] == "without_signal":
-    sac.SAC._td_error = lambda self, state, fresh, key: jnp.full((self.num_envs,), jnp.nan, jnp.float32)
 total = s["total_steps"]
 config = Config.from_dict(
     {
@@ -33,7 +29,8 @@ config = Config.from_dict(
     }
 )
 env = make_env("pendulum")
-loop = TrainLoop(env, make_agent("sac", config.agent, env.observation_space, env.action_space), config.train)
+agent = make_agent("sac", config.agent, env.observation_space, env.action_space)
+loop = TrainLoop(env, agent, config.train, learning_signal=s["side"] == "with_signal")
 state = jax.device_put(jax.block_until_ready(loop.init(seed=0)), loop.device)
 
 

@@ -49,6 +49,7 @@ class PPOTransition:
 
 class PPO(AgentBase):
     reset_modes = ("next_step", "unroll_start")
+    learning_signal_is_free = True  # a masked mean of the advantages the update computes anyway
     metric_keys = ("loss/policy", "loss/value", "loss/entropy", "loss/approx_kl", "loss/clip_fraction", "grad_norm", "lr")
 
     #: other forms of PPO by the config setting that selects them; a subclass declares its own
