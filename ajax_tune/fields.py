@@ -136,14 +136,15 @@ def _normalize(where: str, annotation: str, value: Any) -> Any:
     return value
 
 
-def traced_values(config: Any) -> dict[str, Any]:
-    """The traced fields as float32 arrays (schedules as their parameter pytree)."""
+def traced_values(config: Any, xp=jnp) -> dict[str, Any]:
+    """The traced fields as float32 arrays (schedules as their parameter pytree): JAX's, or with
+    `xp=np` NumPy's (the same values, made on the host)."""
     out = {}
     for f in dataclasses.fields(config):
         if field_kind(f) != "traced":
             continue
         value = getattr(config, f.name)
-        out[f.name] = value.to_params() if isinstance(value, Schedule) else jnp.asarray(value, jnp.float32)
+        out[f.name] = value.to_params(xp) if isinstance(value, Schedule) else xp.asarray(value, xp.float32)
     return out
 
 

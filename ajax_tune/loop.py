@@ -30,7 +30,7 @@ import numpy as np
 from flax import struct
 
 from ajax_tune import checkpoint, compat, threefry
-from ajax_tune.agents.base import Carries, Clock, is_recurrent, reset_carry
+from ajax_tune.agents.base import AgentBase, Carries, Clock, is_recurrent, reset_carry
 from ajax_tune.call_output import CallOutput, CallStats
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
@@ -313,7 +313,10 @@ class TrainLoop:
             for config in configs:
                 if static_values(config) != static_values(self.agent.config):
                     raise ConfigError("set_hparams changes only traced fields; static fields differ: rebuild the loop")
-            if len(configs) == 1:
+            if self._hparams_on_host and len(configs) in (1, self.num_members):
+                lanes_each = self.num_lanes // len(configs)
+                agent = self.agent.with_lane_hparams(state.agent, configs, lanes_each)
+            elif len(configs) == 1:
                 agent = jax.vmap(self.agent.with_hparams, in_axes=(0, None))(state.agent, configs[0])
             elif len(configs) == self.num_members:
                 agent = self._per_member_hparams(state.agent, configs)
@@ -329,6 +332,13 @@ class TrainLoop:
             per_lane = np.repeat(np.asarray(horizons, np.float32), self.config.num_seeds)
             state = state.replace(horizon=jnp.asarray(per_lane, state.horizon.dtype))
         return state
+
+    @property
+    def _hparams_on_host(self) -> bool:
+        """Whether the agent's traced settings are its state's `hp` alone (the built-in agents'
+        `with_hparams`), so that each lane's values can be made on the host."""
+        cls = type(self.agent)
+        return getattr(cls, "with_hparams", None) is AgentBase.with_hparams and hasattr(cls, "with_lane_hparams")
 
     def _per_member_hparams(self, agent_state, configs: list):
         """Each member's config on its own lanes. Every config is applied to all lanes, which

@@ -78,14 +78,15 @@ class Schedule:
             return cls(**fields)
         raise ValueError(f"learning-rate schedule: expected a number or a mapping, got {value!r}")
 
-    def to_params(self) -> ScheduleParams:
+    def to_params(self, xp=jnp) -> ScheduleParams:
+        """The schedule as arrays: JAX's (`xp=jnp`) or, for work on the host, NumPy's."""
         return ScheduleParams(
-            kind=jnp.asarray(KINDS.index(self.kind), jnp.int32),
-            peak=jnp.asarray(self.peak, jnp.float32),
-            end_fraction=jnp.asarray(self.end_fraction, jnp.float32),
-            warmup_fraction=jnp.asarray(self.warmup_fraction, jnp.float32),
-            step_every=jnp.asarray(self.step_every, jnp.float32),
-            step_factor=jnp.asarray(self.step_factor, jnp.float32),
+            kind=xp.asarray(KINDS.index(self.kind), xp.int32),
+            peak=xp.asarray(self.peak, xp.float32),
+            end_fraction=xp.asarray(self.end_fraction, xp.float32),
+            warmup_fraction=xp.asarray(self.warmup_fraction, xp.float32),
+            step_every=xp.asarray(self.step_every, xp.float32),
+            step_factor=xp.asarray(self.step_factor, xp.float32),
         )
 
 

@@ -1,11 +1,13 @@
-"""A population's traced settings put on its lanes: as shipped against the earlier way.
+"""A population's traced settings put on its lanes: as shipped against the earlier ways.
 
 `TrainLoop.set_hparams` with one config per member runs once when a population trial starts
-(and again after a Tune PBT exploit or a `reconfigure`). It used to slice every leaf of the
-agent's state per member and join them again; it now applies each config to all lanes and
-assembles only the leaves that changed. Each run is a fresh process (`peers/population_setup.py`;
-its small programs compile there for the first time, as in a new trial), the two sides
-alternated, 8 members x 2 seeds per agent's default config, no persistent cache.
+(and again after a PBT exploit or a `reconfigure`). It first sliced every leaf of the agent's
+state per member and joined them again (`slice_and_join`); then it applied each config to all
+lanes on the device and assembled only the leaves that changed (`all_lanes`); it now makes each
+lane's settings on the host and places only the leaves that changed (`shipped`). Each run is a
+fresh process (`peers/population_setup.py`; its small programs compile there for the first time,
+as in a new trial), the sides alternated, 8 members x 2 seeds per agent's default config, no
+persistent cache.
 
     python benchmarks/population_setup.py            # ppo, sac, dqn; 3 rounds
     python benchmarks/population_setup.py --quick    # ppo; 1 round
@@ -19,6 +21,7 @@ import sys
 import harness
 
 KEYS = ("first_s", "again_s")
+SIDES = ("shipped", "all_lanes", "slice_and_join")
 ENVS = {"ppo": "cartpole", "sac": "pendulum", "dqn": "cartpole"}
 
 
@@ -37,16 +40,15 @@ def main(argv=None) -> None:
     print(f"{'agent':6s} {'side':15s} {'first s (median)':>17s} {'again s':>8s}  float leaves' |sum|")
     for agent in agents:
         settings = {"agent": agent, "env": ENVS[agent], "members": args.members, "num_seeds": args.num_seeds}
-        sides = {
-            side: (sys.executable, "population_setup.py", {**settings, "side": side}) for side in ("shipped", "slice_and_join")
-        }
+        sides = {side: (sys.executable, "population_setup.py", {**settings, "side": side}) for side in SIDES}
         runs, summary = harness.alternate_medians(sides, repeats, KEYS, extra_env=env)
         for side, r in runs.items():
             m = summary[side]
             digests = sorted({x["float_leaf_abs_sum"] for x in r})
             print(f"{agent:6s} {side:15s} {m['first_s']['median']:17.3f} {m['again_s']['median']:8.4f}  {digests}")
-        ratio = summary["slice_and_join"]["first_s"]["median"] / summary["shipped"]["first_s"]["median"]
-        results.append({"agent": agent, "settings": settings, "summary": summary, "earlier_over_shipped": ratio, "runs": runs})
+        shipped = summary["shipped"]["first_s"]["median"]
+        ratios = {f"{side}_over_shipped": summary[side]["first_s"]["median"] / shipped for side in SIDES[1:]}
+        results.append({"agent": agent, "settings": settings, "summary": summary, **ratios, "runs": runs})
     name = "population_setup_quick" if args.quick else "population_setup"
     harness.write_results(name, {"repeats": repeats, "results": results}, args.out)
 

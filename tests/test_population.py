@@ -87,6 +87,34 @@ def test_per_member_settings_write_the_settings_and_hand_on_every_other_leaf(tra
     assert others and all(after[path] is leaf for path, leaf in others)
 
 
+def test_settings_are_placed_from_the_host_as_with_hparams_places_them_lane_by_lane(trained):
+    """`set_hparams` makes each lane's traced settings on the host (built-in agents): the same
+    arrays, bit for bit and of the same placement, as the agent's own `with_hparams` applied lane
+    by lane on the device, and no XLA program is compiled for it."""
+    loop = trained[0].loop
+    state = jax.device_put(loop.init(seed=0), loop.device)
+    configs = [Config.from_dict(member_config(k)).agent for k in (1, 3, 0, 2)]
+    compiles = []
+    listener = lambda event, seconds, **_: compiles.append(event) if event.endswith("backend_compile_duration") else None  # noqa: E731
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        new = loop.set_hparams(state, configs)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert compiles == []
+    seeds = loop.config.num_seeds
+    by_lane = [
+        jax.vmap(loop.agent.with_hparams, in_axes=(0, None))(
+            jax.tree.map(lambda x, m=m: x[m * seeds : (m + 1) * seeds], state.agent), c
+        )
+        for m, c in enumerate(configs)
+    ]
+    expected = jax.tree.map(lambda *xs: np.concatenate([np.asarray(x) for x in xs]), *by_lane)
+    for ours, theirs, old in zip(jax.tree.leaves(new.agent.hp), jax.tree.leaves(expected.hp), jax.tree.leaves(state.agent.hp)):
+        assert ours.dtype == theirs.dtype and np.array_equal(np.asarray(ours), theirs)
+        assert ours.committed == old.committed and ours.sharding == old.sharding
+
+
 def test_members_with_the_same_config_and_seed_train_identical_lanes(trained):
     _, _, state = trained
     assert_trees_equal(lanes(state, 0), lanes(state, 2))

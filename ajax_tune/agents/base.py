@@ -24,7 +24,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
-from ajax_tune.agents.hparams import replace_hparams
+from ajax_tune.agents.hparams import lanes_hparams, replace_hparams
 from ajax_tune.envs.base import EnvState
 
 
@@ -145,6 +145,12 @@ class AgentBase:
 
     def with_hparams(self, state: Any, config: Any) -> Any:
         return state.replace(hp=replace_hparams(state.hp, config))
+
+    def with_lane_hparams(self, state: Any, configs: list, lanes_each: int) -> Any:
+        """A whole state's lanes under `configs` (one per consecutive block of `lanes_each`
+        lanes), made on the host: what `with_hparams` gives lane by lane, for an agent whose
+        traced settings are `state.hp` alone."""
+        return state.replace(hp=lanes_hparams(state.hp, configs, lanes_each))
 
 
 def action_scale(space: gymnasium.spaces.Space):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import struct
 
@@ -60,6 +61,26 @@ def _missing_setting(self, name: str):
 def init_hparams(config: Any):
     """The traced fields of an agent config, as float32 arrays (schedules as `ScheduleParams`)."""
     return hparams_type(type(config))(**traced_values(config))
+
+
+def lanes_hparams(hp, configs: list, lanes_each: int):
+    """`hp` of a whole state (one value per lane on every leaf) with `configs[m]`'s values on
+    lanes `m * lanes_each` to `(m + 1) * lanes_each - 1`: the values `replace_hparams` gives each
+    lane, made on the host and placed as the old leaf was. A leaf no config changes is returned as
+    the very array it was: nothing compiles, and nothing moves but the settings that changed."""
+    news = [hparams_type(type(c))(**traced_values(c, xp=np)) for c in configs]
+
+    def place(old, *values):
+        current = np.asarray(old)
+        lane_shape = current.shape[1:]
+        new = np.concatenate(
+            [np.broadcast_to(np.broadcast_to(v, lane_shape).astype(current.dtype), (lanes_each, *lane_shape)) for v in values]
+        )
+        if new.shape == current.shape and np.array_equal(new, current):
+            return old
+        return jax.device_put(new, old.sharding) if getattr(old, "committed", False) else jnp.asarray(new)
+
+    return jax.tree.map(place, hp, *news)
 
 
 def replace_hparams(hp, config: Any):

@@ -1,7 +1,9 @@
 """How long a fresh process takes to put each member's traced settings on its lanes
-(`TrainLoop.set_hparams` with one config per member), as shipped or by the earlier way: every
-leaf of the agent's state sliced per member, the settings applied, every leaf joined again.
-Also checks that the two give the same state."""
+(`TrainLoop.set_hparams` with one config per member), as shipped (each lane's settings made on
+the host) or by an earlier way: `all_lanes`, each member's settings applied to all lanes on the
+device and the changed leaves joined from their lanes; `slice_and_join`, every leaf of the
+agent's state sliced per member, the settings applied, every leaf joined again. Also checks that
+they give the same state."""
 
 from __future__ import annotations
 
@@ -31,11 +33,21 @@ def slice_and_join(agent_state):
     return jax.tree.map(lambda *xs: jnp.concatenate(xs), *per_member)
 
 
+def all_lanes(agent_state):
+    versions = [jax.vmap(loop.agent.with_hparams, in_axes=(0, None))(agent_state, c) for c in configs]
+    lanes = [loop.member_lanes(m) for m in range(len(configs))]
+
+    def join(old, *new):
+        return old if all(n is old for n in new) else jnp.concatenate([n[lane] for n, lane in zip(new, lanes)])
+
+    return jax.tree.map(join, agent_state, *versions)
+
+
 def shipped(agent_state):
     return loop.set_hparams(state.replace(agent=agent_state), configs).agent
 
 
-apply = shipped if s["side"] == "shipped" else slice_and_join
+apply = {"shipped": shipped, "all_lanes": all_lanes, "slice_and_join": slice_and_join}[s["side"]]
 agent, first, _ = protocol.time_call(lambda: jax.block_until_ready(apply(state.agent)))
 _, again, _ = protocol.time_call(lambda: jax.block_until_ready(apply(state.agent)))
 protocol.emit(
