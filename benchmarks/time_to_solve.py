@@ -25,6 +25,7 @@ import collections
 import json
 import os
 import pathlib
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,11 +41,13 @@ METRIC = "eval/return_mean"
 
 
 def ajax_tune_command() -> list[str]:
-    """The console script a user runs, from this interpreter's environment."""
+    """The console script a user runs: from this interpreter's environment, else from PATH (a
+    project installed into another prefix, as on a machine whose Python is not a venv's)."""
     script = pathlib.Path(sys.executable).parent / "ajax-tune"
-    if not script.exists():
-        raise SystemExit(f"no ajax-tune script beside {sys.executable}; install the project (pip install -e .)")
-    return [str(script)]
+    found = str(script) if script.exists() else shutil.which("ajax-tune")
+    if found is None:
+        raise SystemExit(f"no ajax-tune script beside {sys.executable} or on PATH; install the project (pip install -e .)")
+    return [found]
 
 
 def run_ajax_tune(

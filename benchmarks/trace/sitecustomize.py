@@ -90,8 +90,20 @@ def _timed(fn, label):
             return fn(*args, **kwargs)
         finally:
             emit(label + ":end", rss=_rss())
+            if label == "trial_setup":
+                _emit_platform()
 
     return wrapper
+
+
+def _emit_platform() -> None:
+    """The platform a trial's JAX runs on, once its set-up has started the backend."""
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        try:
+            emit("jax_platform", platform=jax.devices()[0].platform)
+        except Exception as exc:  # no backend: the trace just says so
+            emit("jax_platform", platform=f"unknown ({exc})")
 
 
 def _rss() -> int | None:
