@@ -82,6 +82,17 @@ def float_digest(tree) -> float:
     return float(sum(np.sum(np.abs(x.astype(np.float64))) for x in leaves if np.issubdtype(x.dtype, np.floating)))
 
 
+def program_counts(hlo: str) -> dict:
+    """Fusions, instructions and while loops of a compiled program's HLO text."""
+    import re
+
+    return {
+        "fusions": len(re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = .*? fusion\(", hlo, re.M)),
+        "instructions": len(re.findall(r"^\s+(?:ROOT )?%?[\w.\-]+ = ", hlo, re.M)),
+        "while_loops": len(re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = .*? while\(", hlo, re.M)),
+    }
+
+
 def maybe_profile(s: dict, run, *args) -> None:
     """With `profile_dir` in the settings, run once more under JAX's profiler (a perfetto
     trace that `xla_profile.py` reads)."""

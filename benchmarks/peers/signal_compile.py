@@ -5,7 +5,6 @@ or that has none, builds it). The settings are `offpolicy_throughput.py`'s SAC w
 
 from __future__ import annotations
 
-import re
 import resource
 import time
 
@@ -51,8 +50,7 @@ protocol.emit(
         "lower_s": round(t1 - t0, 4),
         "compile_s": round(t2 - t1, 4),
         "compile_cpu_s": round(c2 - c1, 4),
-        "fusions": len(re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = .*? fusion\(", hlo, re.M)),
-        "instructions": len(re.findall(r"^\s+(?:ROOT )?%?[\w.\-]+ = ", hlo, re.M)),
+        **{k: v for k, v in protocol.program_counts(hlo).items() if k != "while_loops"},
         "versions": protocol.versions("jax", "jaxlib"),
     }
 )
