@@ -35,7 +35,6 @@ import os
 import pathlib
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -93,8 +92,13 @@ def run_way(mode: str, work: pathlib.Path, args) -> dict:
     if len(rows) != trials:
         raise RuntimeError(f"{mode}: expected {trials} trials, found {len(rows)}")
     reached = measure(rows, events, t0, args.threshold, lanes=members * args.seeds)
-    return {"mode": mode, "trials": trials, "members_per_trial": members, "wall_s": round(wall, 2), **reached} | {
-        "alarms": alarms(proc.stdout + proc.stderr)
+    return {
+        "mode": mode,
+        "trials": trials,
+        "members_per_trial": members,
+        "wall_s": round(wall, 2),
+        **reached,
+        "alarms": alarms(proc.stdout + proc.stderr),
     }
 
 
@@ -206,4 +210,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -12,32 +12,11 @@ import protocol
 s = protocol.settings()
 
 import jax  # noqa: E402
+from ajax_tune_offpolicy_loop import offpolicy_loop  # noqa: E402
 
-from ajax_tune.agents import make_agent  # noqa: E402
-from ajax_tune.config import Config  # noqa: E402
-from ajax_tune.envs import make_env  # noqa: E402
 from ajax_tune.envs.base import task_to_jax  # noqa: E402
-from ajax_tune.loop import TrainLoop  # noqa: E402
 
-agent_config = dict(s["agent_config"])
-batch = agent_config["num_envs"] * agent_config["unroll_length"]
-total = s["total_steps"] // batch * batch
-config = Config.from_dict(
-    {
-        "env": {"name": s["env"]},
-        "agent": {"name": s["agent"], **agent_config},
-        "train": {
-            "total_timesteps": total,
-            "timesteps_per_iteration": total,
-            "eval_every": 0,
-            "eval_episodes": s["eval_episodes"],
-            "num_seeds": s["num_seeds"],
-        },
-    }
-)
-env = make_env(s["env"])
-agent = make_agent(s["agent"], config.agent, env.observation_space, env.action_space)
-loop = TrainLoop(env, agent, config.train, learning_signal=config.learning_signal)
+loop, _ = offpolicy_loop(s)
 keys = jax.random.split(jax.random.PRNGKey(0), loop.num_lanes)
 task = task_to_jax(loop.env.validate_task({}))
 
