@@ -20,7 +20,7 @@ from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, schedu
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.ppo.config import PPOConfig, PPOHparams
-from ajax_tune.agents.ppo.losses import gae, ppo_loss
+from ajax_tune.agents.ppo.losses import gae, positive_advantage, ppo_loss
 from ajax_tune.agents.shuffle import permutation
 from ajax_tune.envs.base import EnvState
 
@@ -149,10 +149,7 @@ class PPO(AgentBase):
         value = self._value(state.params["value"], obs)
         next_value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.next_obs))
         advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
-        # The learning signal for task samplers: mean positive advantage per env ("positive
-        # value loss" in prioritized level replay).
-        steps = jnp.sum(mask, axis=0)
-        signal = jnp.where(steps > 0, jnp.sum(jnp.maximum(advantage, 0.0) * mask, axis=0) / jnp.maximum(steps, 1.0), jnp.nan)
+        signal = positive_advantage(advantage, mask)
 
         data = {
             "obs": obs,

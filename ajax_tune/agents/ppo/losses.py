@@ -28,6 +28,14 @@ def gae(reward, value, next_value, terminated, truncated, gamma, lam):
     return advantages, advantages + value
 
 
+def positive_advantage(advantage, mask):
+    """Each env's learning signal for task samplers: its mean positive advantage over the real
+    steps of the unroll ("positive value loss" in prioritized level replay); NaN for an env with
+    none."""
+    steps = jnp.sum(mask, axis=0)
+    return jnp.where(steps > 0, jnp.sum(jnp.maximum(advantage, 0.0) * mask, axis=0) / jnp.maximum(steps, 1.0), jnp.nan)
+
+
 def masked_mean(x, mask):
     return jnp.sum(x * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 

@@ -21,7 +21,7 @@ from ajax_tune.agents.hparams import init_hparams, scheduled
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
-from ajax_tune.agents.ppo.losses import clipped_objective, gae
+from ajax_tune.agents.ppo.losses import clipped_objective, gae, positive_advantage
 from ajax_tune.agents.shuffle import permutation
 
 
@@ -184,8 +184,7 @@ class RecurrentPPO(PPO, form="recurrent"):
         _, next_features = self.trunk.step(params["trunk"], after, next_obs)
         next_value = self._value(params["value"], next_features)
         advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
-        steps = jnp.sum(mask, axis=0)
-        signal = jnp.where(steps > 0, jnp.sum(jnp.maximum(advantage, 0.0) * mask, axis=0) / jnp.maximum(steps, 1.0), jnp.nan)
+        signal = positive_advantage(advantage, mask)
 
         # Per env: its whole unroll ([T, ...]) and the carry it started from.
         data = {
