@@ -16,6 +16,11 @@ and JAX's compile events. The JSON holds each run's breakdown.
 
     python benchmarks/time_to_solve.py                 # 3 rounds: cold + warm, and RLlib
     python benchmarks/time_to_solve.py --quick         # one round, RLlib cut off after 120 s
+    python benchmarks/time_to_solve.py --no-rllib --xla-flags=--xla_cpu_use_fusion_emitters=false
+                                                       # ours as shipped against ours with those XLA flags
+
+With `--xla-flags`, every round also runs ours with `XLA_FLAGS` set to them (the driver's and,
+through Ray, the trial's), alternated with the run as shipped, each with a cache of its own.
 """
 
 from __future__ import annotations
@@ -51,12 +56,21 @@ def ajax_tune_command() -> list[str]:
 
 
 def run_ajax_tune(
-    config: pathlib.Path, cache: pathlib.Path, threshold: float, work: pathlib.Path, extra: list[str], timeout: float
+    config: pathlib.Path,
+    cache: pathlib.Path,
+    threshold: float,
+    work: pathlib.Path,
+    extra: list[str],
+    timeout: float,
+    xla_flags: str | None = None,
 ) -> dict:
-    """One `ajax-tune run` from a fresh process; returns when it solved and where the time went."""
+    """One `ajax-tune run` from a fresh process; returns when it solved and where the time went.
+    `xla_flags` are added to the process's `XLA_FLAGS`."""
     work.mkdir(parents=True)
     trace = work / "trace.jsonl"
     env = harness.worker_env()
+    if xla_flags:
+        env["XLA_FLAGS"] = " ".join(f for f in (env.get("XLA_FLAGS", ""), xla_flags) if f)
     env.update(
         {
             "AJAX_TUNE_COMPILATION_CACHE": str(cache),
@@ -247,6 +261,11 @@ def main(argv=None) -> None:
     parser.add_argument("--no-rllib", action="store_true", help="time ajax-tune only")
     parser.add_argument("--peer-root", default=None)
     parser.add_argument("--quick", action="store_true", help="one round; RLlib cut off after 120 s")
+    parser.add_argument(
+        "--xla-flags",
+        default=None,
+        help="also run ours with these XLA flags (e.g. --xla_cpu_use_fusion_emitters=false), alternated with ours as shipped",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     if args.quick:
@@ -254,10 +273,12 @@ def main(argv=None) -> None:
 
     config = pathlib.Path(args.config).resolve()
     extra = ["--num-cpus", str(args.num_cpus), "--set", f"stop.{METRIC}={args.threshold}"]
-    runs = {"ajax_tune_cold": [], "ajax_tune_warm": [], "rllib": []}
+    variants = {"ajax_tune": None, **({"ajax_tune_flags": args.xla_flags} if args.xla_flags else {})}
+    runs = {f"{v}_{mode}": [] for v in variants for mode in ("cold", "warm")} | {"rllib": []}
     with tempfile.TemporaryDirectory(prefix="time_to_solve_") as tmp:
         for r in range(args.repeats):
-            sides = ["ajax_tune", "rllib"] if r % 2 == 0 else ["rllib", "ajax_tune"]
+            sides = [*variants, "rllib"]
+            sides = sides if r % 2 == 0 else sides[::-1]
             for side in sides:
                 if side == "rllib":
                     if args.no_rllib:
@@ -271,13 +292,14 @@ def main(argv=None) -> None:
                         flush=True,
                     )
                     continue
-                cache = pathlib.Path(tmp) / f"cache{r}"  # empty for the cold run, filled by it for the warm one
+                cache = pathlib.Path(tmp) / f"cache_{side}{r}"  # empty for the cold run, filled by it for the warm one
                 for mode in ("cold", "warm"):
-                    out = run_ajax_tune(config, cache, args.threshold, pathlib.Path(tmp) / f"{mode}{r}", extra, timeout=1800)
-                    runs[f"ajax_tune_{mode}"].append(out)
+                    work = pathlib.Path(tmp) / f"{side}_{mode}{r}"
+                    out = run_ajax_tune(config, cache, args.threshold, work, extra, timeout=1800, xla_flags=variants[side])
+                    runs[f"{side}_{mode}"].append(out)
                     spans = out["breakdown"].get("spans", {})
                     print(
-                        f"[ajax_tune {mode} {r + 1}/{args.repeats}] solved in {out['solve_s']} s at iteration "
+                        f"[{side} {mode} {r + 1}/{args.repeats}] solved in {out['solve_s']} s at iteration "
                         f"{out['solved_at_iteration']} (process {out['process_wall_s']} s); "
                         + ", ".join(f"{k} {v}" for k, v in spans.items() if v is not None)
                         + (f"; alarms: {out['alarms']}" if out["alarms"] else ""),
@@ -287,7 +309,13 @@ def main(argv=None) -> None:
     summary = {side: summarize(rs) for side, rs in runs.items() if rs}
     path = harness.write_results(
         "time_to_solve" + ("_quick" if args.quick else ""),
-        {"config": str(harness._relative(str(config))), "threshold": args.threshold, "summary": summary, "runs": runs},
+        {
+            "config": str(harness._relative(str(config))),
+            "threshold": args.threshold,
+            "xla_flags": {side: flags for side, flags in variants.items()},
+            "summary": summary,
+            "runs": runs,
+        },
         args.out,
     )
     print(table(summary))
