@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import statistics
 import subprocess
@@ -39,7 +38,7 @@ import tempfile
 import time
 
 import harness
-from time_to_solve import TRACE_DIR, ajax_tune_command, alarms
+from time_to_solve import ajax_tune_command, alarms, traced_env
 
 HERE = pathlib.Path(__file__).resolve().parent
 CONFIG = HERE / "configs" / "gpu_population_cartpole.yaml"
@@ -67,14 +66,7 @@ def run_way(mode: str, work: pathlib.Path, args) -> dict:
     ]
     work.mkdir(parents=True)
     trace = work / "trace.jsonl"
-    env = harness.worker_env()
-    env.update(
-        {
-            "AJAX_TUNE_BENCH_TRACE": str(trace),
-            "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),  # empty: every way starts cold
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
-        }
-    )
+    env = traced_env(trace, work / "cache")  # an empty cache: every way starts cold
     cmd = [*ajax_tune_command(), "run", str(CONFIG), "--storage-path", str(work / "results"), "--name", "search", "--no-plots"]
     if args.num_cpus:
         cmd += ["--num-cpus", str(args.num_cpus)]

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import os
 import pathlib
 import statistics
 import subprocess
@@ -46,7 +45,7 @@ import time
 
 import harness
 import yaml
-from time_to_solve import TRACE_DIR, ajax_tune_command, alarms, breakdown
+from time_to_solve import ajax_tune_command, alarms, breakdown, traced_env
 
 HERE = pathlib.Path(__file__).resolve().parent
 CONFIG = HERE / "configs" / "population_search_cartpole.yaml"
@@ -70,17 +69,9 @@ def learning_rates(count: int) -> list[float]:
     return grid[:: len(grid) // count][:count] if count < len(grid) else grid
 
 
-def traced_env(work: pathlib.Path, extra: dict, tree: str | None = None) -> dict:
-    env = harness.worker_env()
-    env.update(
-        {
-            "AJAX_TUNE_BENCH_TRACE": str(work / "trace.jsonl"),
-            "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),  # empty: every way starts cold
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), tree or "", env.get("PYTHONPATH", "")) if p),
-            **extra,
-        }
-    )
-    return env
+def cold_env(work: pathlib.Path, tree: str | None = None) -> dict:
+    """A traced run's environment with an empty cache of its own: every way starts cold."""
+    return traced_env(work / "trace.jsonl", work / "cache", tree)
 
 
 def events_of(work: pathlib.Path) -> list[dict]:
@@ -125,7 +116,7 @@ def run_tune(mode: str, work: pathlib.Path, lrs: list[float], iterations: int, c
     cmd = [*script, "run", str(CONFIG), "--storage-path", str(work / "results"), "--name", "search"]
     cmd += ["--no-plots", "--num-cpus", str(cpus), *[a for s in sets for a in ("--set", s)]]
     t0 = time.time()
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=traced_env(work, spec["env"], tree), timeout=3600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env={**cold_env(work, tree), **spec["env"]}, timeout=3600)
     wall = time.time() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n" + "\n".join((proc.stdout + proc.stderr).splitlines()[-30:]))
@@ -190,7 +181,7 @@ def run_sequential(work: pathlib.Path, lrs: list[float], iterations: int, cpus: 
         config["agent"]["lr"]["peak"] = lr
         configs.append(config)
     settings = {"configs": configs, "iterations": iterations, "cpus": cpus}
-    out = harness.run_worker(sys.executable, "ajax_tune_sequential.py", settings, extra_env=traced_env(work, {}))
+    out = harness.run_worker(sys.executable, "ajax_tune_sequential.py", settings, extra_env=cold_env(work))
     return {
         "mode": "sequential",
         "wall_s": out["process_wall_s"],  # from the process's start to its exit, as for the commands

@@ -55,6 +55,21 @@ def ajax_tune_command() -> list[str]:
     return [found]
 
 
+def traced_env(trace: pathlib.Path, cache: pathlib.Path, tree: str | None = None) -> dict[str, str]:
+    """The environment of a traced `ajax-tune` process: every Python process it starts loads the
+    trace hook (`trace/sitecustomize.py`) and writes to `trace`, and JAX's persistent cache is
+    `cache`. `tree`: a checkout whose `ajax_tune` is imported instead of this one's."""
+    env = harness.worker_env()
+    env.update(
+        {
+            "AJAX_TUNE_BENCH_TRACE": str(trace),
+            "AJAX_TUNE_COMPILATION_CACHE": str(cache),
+            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), tree or "", env.get("PYTHONPATH", "")) if p),
+        }
+    )
+    return env
+
+
 def run_ajax_tune(
     config: pathlib.Path,
     cache: pathlib.Path,
@@ -68,16 +83,9 @@ def run_ajax_tune(
     `xla_flags` are added to the process's `XLA_FLAGS`."""
     work.mkdir(parents=True)
     trace = work / "trace.jsonl"
-    env = harness.worker_env()
+    env = traced_env(trace, cache)
     if xla_flags:
         env["XLA_FLAGS"] = " ".join(f for f in (env.get("XLA_FLAGS", ""), xla_flags) if f)
-    env.update(
-        {
-            "AJAX_TUNE_COMPILATION_CACHE": str(cache),
-            "AJAX_TUNE_BENCH_TRACE": str(trace),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
-        }
-    )
     cmd = [
         *ajax_tune_command(),
         "run",
@@ -312,7 +320,7 @@ def main(argv=None) -> None:
         {
             "config": str(harness._relative(str(config))),
             "threshold": args.threshold,
-            "xla_flags": {side: flags for side, flags in variants.items()},
+            "xla_flags": variants,
             "summary": summary,
             "runs": runs,
         },

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import statistics
 import subprocess
@@ -32,7 +31,7 @@ import tempfile
 import time
 
 import harness
-from time_to_solve import TRACE_DIR, ajax_tune_command, alarms
+from time_to_solve import ajax_tune_command, alarms, traced_env
 
 HERE = pathlib.Path(__file__).resolve().parent
 CONFIG = HERE / "configs" / "overhead_cartpole.yaml"
@@ -40,14 +39,7 @@ CONFIG = HERE / "configs" / "overhead_cartpole.yaml"
 
 def run(config: pathlib.Path, work: pathlib.Path, iterations: int, steps: int | None) -> dict:
     trace = work / "trace.jsonl"
-    env = harness.worker_env()
-    env.update(
-        {
-            "AJAX_TUNE_BENCH_TRACE": str(trace),
-            "AJAX_TUNE_COMPILATION_CACHE": str(work / "cache"),
-            "PYTHONPATH": os.pathsep.join(p for p in (str(TRACE_DIR), env.get("PYTHONPATH", "")) if p),
-        }
-    )
+    env = traced_env(trace, work / "cache")
     sets = [f"stop.training_iteration={iterations}"]
     if steps:
         sets += [f"trial.train.timesteps_per_iteration={steps}", f"trial.train.total_timesteps={steps * iterations}"]
