@@ -421,26 +421,32 @@ def _report(results, metric, mode, plots: bool) -> int:
 
 def best_member_lines(config: dict | None, row: dict) -> list[str]:
     """For a population trial, its best member at `row` (a result) and that member's config: the
-    override it was given, or (members drawn inside the trial) the settings that set it apart."""
+    traced settings the row gives it (after exploits of PBT inside the trial, the explored ones,
+    not the override it started from). Shown: the settings its override names and those in
+    which the members differ."""
     from ajax_tune import keys as K
 
     size, best = row.get(K.POPULATION_KEYS[0]), row.get(K.POPULATION_KEYS[1])
     if size is None or best is None or _isnan(size) or _isnan(best):
         return []
     k = int(best)
+    prefix = K.member_key(k, "")
+    # settings are the member's keys with no headline (its metrics are the trial's keys too)
+    traced = [
+        key[len(prefix) :]
+        for key in row
+        if key.startswith(prefix) and key[len(prefix) :].startswith(("agent/", "train/")) and key[len(prefix) :] not in row
+    ]
     members = ((config or {}).get("population") or {}).get("members")
-    if isinstance(members, list) and k < len(members):
-        settings = _flat(members[k])
-    else:  # drawn from a space: the traced settings in which members differ
-        prefix = K.member_key(k, "")
-        names = [
-            key[len(prefix) :] for key in row if key.startswith(prefix) and key[len(prefix) :].startswith(("agent/", "train/"))
-        ]
-        settings = {
-            name.replace("/", "."): row[K.member_key(k, name)]
-            for name in names
-            if len({row.get(K.member_key(j, name)) for j in range(int(size))}) > 1
-        }
+    given = _flat(members[k], sep="/") if isinstance(members, list) and k < len(members) else {}
+    differ = [name for name in traced if len({row.get(K.member_key(j, name)) for j in range(int(size))}) > 1]
+    # an override's key the row reports as it is, or not at all; a schedule given as a number
+    # (`lr: 1e-3`) is reported by its parameters, shown where the members differ in them
+    own = [g for g in given if g in traced or not any(name.startswith(g + "/") for name in traced)]
+    settings = {}
+    for name in [*own, *(name for name in differ if name not in own)]:
+        value = row.get(K.member_key(k, name), given.get(name))
+        settings[name.replace("/", ".")] = _setting_value(name, value)
     shown = " ".join(f"{key}={_fmt(value)}" for key, value in settings.items()) or "(the trial's config)"
     return [
         f"  best member              {k} of {int(size)} (population/best_member; `ajax-tune evaluate CKPT --member {k}`)",
@@ -448,12 +454,21 @@ def best_member_lines(config: dict | None, row: dict) -> list[str]:
     ]
 
 
-def _flat(tree, prefix: str = "") -> dict:
+def _setting_value(name: str, value):
+    """A traced setting as a config writes it: a schedule's kind is reported as its index."""
+    from ajax_tune.schedules import KINDS
+
+    if name.endswith("/kind") and isinstance(value, (int, float)) and not _isnan(value) and 0 <= int(value) < len(KINDS):
+        return KINDS[int(value)]
+    return value
+
+
+def _flat(tree, prefix: str = "", sep: str = ".") -> dict:
     if not isinstance(tree, dict):
         return {prefix: tree}
     out = {}
     for key, value in tree.items():
-        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+        out.update(_flat(value, f"{prefix}{sep}{key}" if prefix else str(key), sep))
     return out
 
 

@@ -63,6 +63,7 @@ from ajax_tune.tune_choices import (
     check_choice,
     check_population_search,
     config_paths,
+    leaf_paths,
     named_metrics,
     option_names,
     parse_choice,
@@ -165,6 +166,8 @@ class Experiment:
         check_choice("search", section)
         if section.population or "population" in (raw.get("tune") or {}):
             _check_population(section, members, scheduler)
+        if members is not None:
+            _check_mutations_reach_members(members, config_paths("scheduler", scheduler))
         checkpoint = parse_section(CheckpointSection, _mapping(raw, "checkpoint"), "checkpoint")
         failure = parse_section(FailureSection, _mapping(raw, "failure"), "failure")
         stop = _stop(raw.get("stop"))
@@ -291,6 +294,29 @@ def _check_population(section: TuneSection, members: Any, scheduler: Mapping) ->
             f"use population-based training inside the trial, or no tune.population"
         )
     check_population_search(section)
+
+
+def _check_mutations_reach_members(population: Any, mutated: Mapping[str, list[tuple]]) -> None:
+    """Tune's PBT mutates a population trial's config; a setting its members override keeps each
+    member's own value, so a mutation of one would change nothing: refused, with its path."""
+    if not isinstance(population, Mapping):
+        return  # the trial's own checks refuse it, in its words
+    overridden = set()
+    for override in population.get("members") or ():
+        if isinstance(override, Mapping):
+            overridden.update(leaf_paths(override))
+    space = population.get("space")
+    if isinstance(space, Mapping):
+        overridden.update(leaf_paths(parse_spaces(copy.deepcopy(dict(space)), "trial.population.space")))
+    for who, paths in mutated.items():
+        for path in paths:
+            hit = next((o for o in sorted(overridden) if o[: len(path)] == path or path[: len(o)] == o), None)
+            if hit is not None:
+                raise ConfigError(
+                    f"{who} mutates {'.'.join(map(str, path))}, which trial.population's members override "
+                    f"({'.'.join(map(str, hit))}): each member keeps its own value, so the mutation would change "
+                    f"nothing; mutate settings the members share, or use population.pbt inside the trial"
+                )
 
 
 def _name(value: Any, default: str) -> str:

@@ -13,6 +13,9 @@ What counts: `num_samples` is the number of configs (members) drawn in all, not 
 wrapper stops (returns FINISHED) once it has drawn that many, and Tune, which counts trials,
 never reaches its own limit first because a trial holds at least one config. 16 samples with
 `size=4` are 4 trials of 4 members. A remainder makes a smaller last trial (another program).
+Grid points count as configs too, so with a grid of G points `num_samples` must be a multiple of
+G (G: each point once); anything else is refused. YAML's `tune.num_samples` keeps Tune's meaning
+(each grid point that many times), and `Experiment.tuner` passes the product.
 
 Static settings: members share every static setting, so suggestions that differ in one (a
 searched `agent.num_envs`, the env, a network size) cannot share a trial. Suggestions are kept,
@@ -122,6 +125,14 @@ def _unflatten(flat: Mapping[tuple, Any]) -> dict:
 # -- random and grid search as a Searcher --------------------------------------------------------
 
 
+def grid_points(space: Mapping) -> int:
+    """The points of a Tune param_space's grid (1 without one): the product of its grid_search sizes."""
+    from ray.tune.search.variant_generator import parse_spec_vars
+
+    _, _, grid = parse_spec_vars(copy.deepcopy(dict(space)))
+    return math.prod(len(domain.categories) for _, domain in grid)
+
+
 class VariantSearcher(Searcher):
     """Tune's random and grid search (its own variant generation, as `BasicVariantGenerator`
     does it) as a `Searcher`, which a `PopulationSearcher` can wrap; `BasicVariantGenerator` is
@@ -209,6 +220,13 @@ class PopulationSearcher(Searcher):
         self._space = config
         if spec.get("num_samples") is not None:
             self._budget = int(spec["num_samples"])
+            points = grid_points(config) if isinstance(self.searcher, VariantSearcher) else 1
+            if self._budget % points:
+                raise ConfigError(
+                    f"PopulationSearcher: num_samples counts configs in all, grid points included; the space's grid "
+                    f"has {points} points, so num_samples must be a multiple of {points} ({points}: each point once), "
+                    f"got {self._budget}"
+                )
         accepted = self.searcher.set_search_properties(metric, mode, config, **spec)
         self._metric = self.searcher.metric or metric
         self._mode = self.searcher.mode or mode

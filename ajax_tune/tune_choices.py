@@ -218,15 +218,16 @@ def config_paths(kind: str, spec: Mapping) -> dict[str, list[tuple]]:
     for key in choice.config_keys:
         value = spec["kwargs"].get(key)
         if isinstance(value, Mapping):
-            out[f"tune.{kind} ({spec['name']}).{key}"] = _paths(parse_spaces(value, f"tune.{kind}.{key}"))
+            out[f"tune.{kind} ({spec['name']}).{key}"] = leaf_paths(parse_spaces(value, f"tune.{kind}.{key}"))
     return out
 
 
-def _paths(tree: Mapping, prefix: tuple = ()) -> list[tuple]:
+def leaf_paths(tree: Mapping, prefix: tuple = ()) -> list[tuple]:
+    """Each path of `tree` down to a value that is not a non-empty mapping, as a tuple of keys."""
     paths = []
     for key, value in tree.items():
         if isinstance(value, Mapping) and value:
-            paths += _paths(value, (*prefix, key))
+            paths += leaf_paths(value, (*prefix, key))
         else:
             paths.append((*prefix, key))
     return paths

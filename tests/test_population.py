@@ -159,6 +159,22 @@ def test_results_carry_every_member_and_the_best_members_headline(trained):
     assert all(isinstance(v, (int, float, bool)) for v in first.values())
 
 
+def test_a_mean_headline_reports_the_members_means_of_the_same_run(trained):
+    """`headline: mean` changes what the trial reports, not what trains: the same members' values
+    as the best-member run (one program, read from the shared cache), their mean as the headline."""
+    _, first, _ = trained
+    runner = Runner(population_config(headline="mean"), trial_id="pop")
+    result = runner.train()
+    assert runner.retired_compilations + runner.loop.compilations == 1
+    for name in K.MEMBER_METRICS:
+        values = [result[K.member_key(k, name)] for k in range(4)]
+        same = [first[K.member_key(k, name)] for k in range(4)]
+        assert values == same or np.allclose(values, same, equal_nan=True), name
+        finite = [v for v in values if not math.isnan(v)]
+        assert result[name] == pytest.approx(np.mean(finite)) if finite else math.isnan(result[name]), name
+    assert result["population/best_member"] == first["population/best_member"]
+
+
 def test_save_restore_continues_bit_identically_and_rebuilds_the_population(trained, tmp_path):
     runner, _, _ = trained
     path = runner.save(tmp_path / "ckpt")

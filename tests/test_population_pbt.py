@@ -17,8 +17,8 @@ import pytest
 from ajax_tune import keys as K
 from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.checkpoint import nonfinite_leaves
-from ajax_tune.cli import main
-from ajax_tune.config import Config
+from ajax_tune.cli import best_member_lines, main
+from ajax_tune.config import Config, ConfigError
 from ajax_tune.population import Mutation
 from ajax_tune.population_pbt import InTrialPBT, explore_value, plan
 from ajax_tune.results import result_keys
@@ -114,6 +114,16 @@ def test_after_an_exploit_the_recipient_holds_its_donors_state_and_explored_sett
     assert len(pairs) == 2 and not set(pairs) & set(pairs.values())
     assert all(returns[r] <= returns[d] for r, d in pairs.items())
     assert result["perf/compilations"] == 1 and result["perf/exploit_compilations"] == 1
+
+
+def test_run_prints_the_settings_a_member_holds_after_an_exploit_not_its_starting_override(ppo_exploited):
+    """`ajax-tune run`'s "its config" line, from a real result: a recipient's explored rate."""
+    runner, result, _, _ = ppo_exploited
+    recipient = min(exploits_of(result, 4))
+    lines = best_member_lines(pbt_config(), {**result, "population/best_member": float(recipient)})
+    explored, started = runner.members[recipient].agent.lr.peak, MEMBERS[recipient]["agent"]["lr"]
+    assert lines[0].startswith(f"  best member              {recipient} of 4 ")
+    assert f"agent.lr.peak={explored:.6g}" in lines[1].split() and f"{started:.6g}" not in lines[1]
 
 
 def test_a_dqn_recipient_takes_its_donors_replay_buffer():
@@ -281,6 +291,30 @@ def test_tunes_pbt_exploits_population_trials_whole(ray_session, tmp_path):
             assert r["perf/compilations"] == 1 and r["env_steps"] == r["training_iteration"] * budget
             assert r["population/exploits"] == r["training_iteration"]  # one in-trial exploit a call, lineage and all
             assert all(r[K.member_key(k, "agent/ent_coef")] == r["config"]["agent"]["ent_coef"] for k in range(2))
+
+
+def test_tunes_pbt_mutating_what_the_members_override_is_refused_in_one_line():
+    """A mutation Tune's PBT makes to a setting every member overrides would change nothing."""
+    from ajax_tune.experiment import Experiment
+
+    def experiment(population, mutations):
+        trial = {**corridor_config(length=6), "population": population}
+        scheduler = {"name": "pbt", "perturbation_interval": 1, "hyperparam_mutations": mutations}
+        return Experiment.from_dict({"trial": trial, "tune": {"scheduler": scheduler}})
+
+    members = {"members": MEMBERS[:2]}
+    with pytest.raises(ConfigError) as refused:
+        experiment(members, {"agent": {"lr": {"peak": LR}}})
+    assert str(refused.value) == (
+        "tune.scheduler (pbt).hyperparam_mutations mutates agent.lr.peak, which trial.population's members override "
+        "(agent.lr): each member keeps its own value, so the mutation would change nothing; mutate settings the "
+        "members share, or use population.pbt inside the trial"
+    )
+    drawn = {"size": 2, "seed": 0, "space": {"agent": {"ent_coef": {"uniform": [0.0, 0.02]}}}}
+    with pytest.raises(ConfigError, match=r"^tune.scheduler \(pbt\).hyperparam_mutations mutates agent.ent_coef, which"):
+        experiment(drawn, {"agent": {"ent_coef": [0.0, 0.01]}})
+    experiment(members, {"agent": {"ent_coef": [0.0, 0.01]}})  # shared by the members: Tune's to mutate
+    experiment(drawn, {"agent": {"lr": {"peak": LR}}})
 
 
 # -- ranking and exploring (nothing compiles) ---------------------------------------------------

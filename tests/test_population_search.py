@@ -12,7 +12,7 @@ from ray.tune.search import Searcher
 from ajax_tune import keys as K
 from ajax_tune.config import ConfigError
 from ajax_tune.experiment import Experiment
-from ajax_tune.population_search import PopulationSearcher, VariantSearcher, member_result, split_suggestion
+from ajax_tune.population_search import PopulationSearcher, VariantSearcher, grid_points, member_result, split_suggestion
 from tests.support.helpers import corridor_config, import_extra
 
 METRIC = "eval/return_mean"
@@ -150,6 +150,50 @@ def test_random_and_grid_draws_count_every_grid_point_num_samples_times():
         searcher.on_trial_complete(trial_id, result)
 
 
+def test_from_python_num_samples_counts_the_grids_points_as_configs():
+    """A Tuner's num_samples is the wrapper's budget in configs: with an 8-point grid, 8 is each
+    point once and 16 each twice; a count that cuts a pass of the grid short is refused."""
+    space = {"agent": {"lr": tune.grid_search([1e-3 * (i + 1) for i in range(8)])}}
+    for num_samples, passes in ((8, 1), (16, 2)):
+        searcher = PopulationSearcher(size=8)
+        searcher.set_search_properties(METRIC, "max", space, num_samples=num_samples)
+        members = [m["agent"]["lr"] for t in "ab"[:passes] for m in searcher.suggest(t)["population"]["members"]]
+        assert sorted(members) == sorted(space["agent"]["lr"]["grid_search"] * passes)
+        assert searcher.suggest("c") == Searcher.FINISHED
+    with pytest.raises(ConfigError, match=r"^PopulationSearcher: num_samples counts .* grid has 8 points, .* got 1$"):
+        PopulationSearcher(size=8).set_search_properties(METRIC, "max", space, num_samples=1)
+    assert grid_points({"a": tune.grid_search([1, 2]), "b": {"c": tune.grid_search([1, 2, 3])}, "d": 1}) == 6
+    assert grid_points({"a": tune.uniform(0, 1)}) == 1
+
+
+def test_a_saved_search_restores_and_draws_on_as_if_it_never_stopped(tmp_path):
+    """What an experiment's checkpoint holds of the search (`SearchGenerator.save_to_dir`: the
+    wrapper's state beside its searcher's), restored into fresh objects as `ajax-tune resume`
+    rebuilds them: the same trials' member ids, the same next draws, the same budget."""
+    from ray.tune.search.search_generator import SearchGenerator
+
+    experiment = Experiment.from_dict({"trial": cartpole_trial(lr={"loguniform": [1e-4, 1e-2]}), "tune": {"population": 2}})
+
+    def fresh(random_state):
+        searcher = PopulationSearcher(VariantSearcher(random_state=random_state), size=2)
+        searcher.set_search_properties(METRIC, "max", experiment.param_space(), num_samples=6)
+        return searcher
+
+    whole = fresh(0)
+    expected = [whole.suggest(t) for t in "abcd"]
+    assert (
+        expected[3] == Searcher.FINISHED
+        and len({m["agent"]["lr"] for t in expected[:3] for m in t["population"]["members"]}) == 6
+    )
+    first = fresh(0)
+    assert first.suggest("a") == expected[0]
+    SearchGenerator(first).save_to_dir(str(tmp_path), "session")
+    second = fresh(None)  # another seed: only the restore can make it draw as the first would
+    SearchGenerator(second).restore_from_dir(str(tmp_path))
+    assert second.member_ids("a") == first.member_ids("a")
+    assert [second.suggest(t) for t in "bcd"] == expected[1:]
+
+
 @pytest.mark.parametrize(
     "section, trial, message",
     [
@@ -194,28 +238,34 @@ def test_a_population_searcher_needs_a_size_of_at_least_one():
 
 
 def test_optuna_learns_from_every_member_of_one_trial(ray_session, tmp_path):
-    """num_samples 4 with a population of 4: one trial, and Optuna's study holds 4 completed
-    trials whose values are the members' own last reports."""
+    """`tune: {search: optuna, population: 4, num_samples: 4}`, the experiment's own Tuner: one
+    trial, TPE with `constant_liar`, and Optuna's study holds 4 completed trials whose values are
+    the members' own last reports. (README's example runs `PopulationSearcher` from Python.)"""
     optuna = import_extra("optuna", extra="optuna")
-    from optuna.samplers import TPESampler
     from optuna.storages import JournalStorage
     from optuna.storages.journal import JournalFileBackend
     from optuna.trial import TrialState
-    from ray.tune.search.optuna import OptunaSearch
 
-    from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_names
+    from ajax_tune.population_search import searcher_for
 
     storage = JournalStorage(JournalFileBackend(str(tmp_path / "study.log")))  # read back after the fit
-    sampler = TPESampler(seed=3, constant_liar=True)  # a pack's suggestions spread out
-    searcher = PopulationSearcher(OptunaSearch(sampler=sampler, storage=storage, study_name="members"), size=4)
-    space = cartpole_trial(lr=tune.loguniform(1e-4, 1e-2), ent_coef=tune.uniform(0.0, 0.02))
-    results = tune.Tuner(
-        AjaxTrainable,
-        param_space=space,
-        tune_config=tune.TuneConfig(metric=METRIC, mode="max", num_samples=4, search_alg=searcher, **trial_names()),
-        run_config=tune.RunConfig(storage_path=str(tmp_path), name="optuna", stop={"training_iteration": 2}, verbose=0),
-    ).fit()
+    experiment = Experiment.from_dict(
+        {
+            "name": "optuna",
+            "trial": cartpole_trial(lr={"loguniform": [1e-4, 1e-2]}, ent_coef={"uniform": [0.0, 0.02]}),
+            "tune": {
+                "search": {"name": "optuna", "storage": storage, "study_name": "members"},
+                "population": 4,
+                "num_samples": 4,
+                "seed": 3,
+                "metric": METRIC,
+            },
+            "stop": {"training_iteration": 2},
+        }
+    )
+    # the option is the sampler's own (no public accessor): a pack's suggestions spread out
+    assert searcher_for(experiment.tune).searcher._sampler._constant_liar is True
+    results = experiment.tuner(storage_path=str(tmp_path)).fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]
     assert len(results) == 1
     result = results[0]
@@ -266,7 +316,7 @@ def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_pat
     assert ran == sorted(alone.suggest(f"v{i}")["agent"]["lr"] for i in range(4))
     assert len(set(ran)) == 4 and all(1e-4 <= v <= 1e-2 for v in ran)
 
-    # the best trial's best member and the override that made it (trials may tie on the metric:
+    # the best trial's best member and its rate, a schedule's peak (trials may tie on the metric:
     # the run names one of the tied trials' best members)
     top = max(row[METRIC] for row in rows.values())
     named = set()
@@ -275,7 +325,7 @@ def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_pat
             best = int(row["population/best_member"])
             assert row[METRIC] == row[K.member_key(best, METRIC)]
             best_lr = configs[name]["population"]["members"][best]["agent"]["lr"]
-            named.add((f"  best member              {best} of 2 ", f"  its config               agent.lr={best_lr:.6g}\n"))
+            named.add((f"  best member              {best} of 2 ", f"  its config               agent.lr.peak={best_lr:.6g}\n"))
     assert any(member in out and config in out for member, config in named), out[-2000:]
 
     # every member's curve: the plot's series are the members, with their own returns
@@ -306,6 +356,32 @@ def test_the_best_members_config_when_members_were_drawn_inside_the_trial():
         lines[0].startswith("  best member              1 of 2 ") and lines[1] == "  its config               agent.lr.peak=0.002"
     )
     assert best_member_lines({}, {"eval/return_mean": 1.0}) == []  # not a population trial
+
+
+def test_the_best_members_config_names_its_overrides_and_what_sets_it_apart():
+    from ajax_tune.cli import best_member_lines
+
+    members = [{"agent": {"lr": {"kind": "linear", "peak": 1e-4}}}, {"agent": {"lr": {"kind": "cosine", "peak": 3e-3}}}]
+    row = {"population/size": 2.0, "population/best_member": 1.0}
+    row |= {"member/0/agent/lr/kind": 1.0, "member/1/agent/lr/kind": 2.0, "member/0/agent/lr/peak": 1e-4}
+    row |= {"member/1/agent/lr/peak": 3.6e-3, "member/0/agent/gamma": 0.99, "member/1/agent/gamma": 0.99}
+    # a metric is a headline too, a setting is not: members differ in it, but it is no setting
+    row |= {
+        "train/episode_return_mean": 20.0,
+        "member/0/train/episode_return_mean": 9.0,
+        "member/1/train/episode_return_mean": 20.0,
+    }
+    # the row's values (3.6e-3: explored since the override), a schedule's kind by its name
+    assert best_member_lines({"population": {"members": members}}, row)[1] == (
+        "  its config               agent.lr.kind=cosine agent.lr.peak=0.0036"
+    )
+    # a rate given as a number is reported by its schedule's parameters: those that differ
+    members = [{"agent": {"lr": 1e-3, "gamma": 0.99}}, {"agent": {"lr": 2e-3, "gamma": 0.99}}]
+    row |= {"member/0/agent/lr/kind": 0.0, "member/1/agent/lr/kind": 0.0, "member/0/agent/lr/peak": 1e-3}
+    row |= {"member/1/agent/lr/peak": 2e-3}
+    assert best_member_lines({"population": {"members": members}}, row)[1] == (
+        "  its config               agent.gamma=0.99 agent.lr.peak=0.002"
+    )
 
 
 def test_constants_a_searcher_repeats_stay_out_of_a_members_override():
