@@ -35,11 +35,13 @@ HELDOUT = {"tasks": [{"length": 2}, {"length": 6, "exit_reward": 0.1}]}
 CALLS = 3
 
 SEEN: list[tuple[int, dict, object]] = []  # what record_task_fn was given: (member, result, env_ctx)
+VIEWS: list[tuple[int, dict]] = []  # and what its task_settable_env said: (member, get_task())
 
 
 def record_task_fn(train_results, task_settable_env, env_ctx):
     """An env_task_fn that only remembers what it is handed."""
     SEEN.append((env_ctx.member, dict(train_results), env_ctx))
+    VIEWS.append((env_ctx.member, task_settable_env.get_task()))
     return None
 
 
@@ -63,21 +65,24 @@ def member_tasks(runner, member):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """Three calls of the population, with a checkpoint after the first."""
-    SEEN.clear()
+    SEEN.clear(), VIEWS.clear()
     runner = Runner(population_config(), trial_id="pop")
     checkpoint = tmp_path_factory.mktemp("curricula") / "ck"
     tasks = [{k: member_tasks(runner, k) for k in range(2)}]
-    results, states, seen = [], [], []
+    results, states, seen, views = [], [], [], []
     for call in range(CALLS):
         results.append(runner.train())
         seen.append(list(SEEN))
-        SEEN.clear()
+        views.append(list(VIEWS))
+        SEEN.clear(), VIEWS.clear()
         states.append([c.get_state() for c in runner.curricula])
         tasks.append({k: member_tasks(runner, k) for k in range(2)})
         if call == 0:
             runner.save(checkpoint, result=results[-1])
             saved = host(runner.state)
-    return dict(runner=runner, results=results, states=states, seen=seen, tasks=tasks, checkpoint=checkpoint, saved=saved)
+    return dict(
+        runner=runner, results=results, states=states, seen=seen, views=views, tasks=tasks, checkpoint=checkpoint, saved=saved
+    )
 
 
 def test_one_curriculum_per_member_each_over_its_own_lanes(run):
@@ -134,6 +139,11 @@ def test_env_task_fn_gets_each_members_own_result_and_a_context_naming_it(run):
             # what a single run of the member would report, never the population's keys
             assert not any(k.startswith((K.MEMBER_PREFIX, "population/")) for k in own)
             assert set(own) <= single and "eval/return_seed1" in own and "eval/return_seed2" not in own
+    # its task_settable_env is the member's own view: the task its envs ran in that call
+    for result, views in zip(run["results"], run["views"]):
+        assert [member for member, _ in views] == [0, 1]
+        assert [task["length"] for _, task in views] == [result[K.member_key(k, "curriculum/task/length")] for k in range(2)]
+    assert [[task["length"] for _, task in views] for views in run["views"]] == [[2, 2], [4, 2], [6, 2]]
 
 
 def test_a_sampler_per_member_learns_from_its_own_lanes(run):

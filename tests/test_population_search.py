@@ -284,6 +284,50 @@ def test_optuna_learns_from_every_member_of_one_trial(ray_session, tmp_path):
         assert trial.intermediate_values == {1: first[K.member_key(k, METRIC)]}
 
 
+def test_asha_stops_a_population_trial_as_a_whole(ray_session, tmp_path):
+    """ASHA over population trials, on a metric whose order is known before any training:
+    `population/size` (3 configs packed 2 to a trial make trials of 2 and 1 members). One trial
+    at a time, the second reaches the first rung below the first's value and ASHA stops it there,
+    all of its members; the first runs to max_t. Every member completes at the searcher once,
+    with its own last result."""
+    from ray.tune.schedulers import ASHAScheduler
+
+    from ajax_tune import AjaxTrainable
+    from ajax_tune.tune_output import trial_names
+
+    inner = Recorder([lr(1e-3), lr(2e-3), lr(3e-3)])
+    searcher = PopulationSearcher(inner, size=2)
+    results = tune.Tuner(
+        AjaxTrainable,
+        param_space=cartpole_trial(),
+        tune_config=tune.TuneConfig(
+            metric="population/size",
+            mode="max",
+            num_samples=3,
+            search_alg=searcher,
+            scheduler=ASHAScheduler(max_t=3, grace_period=1, reduction_factor=2),
+            max_concurrent_trials=1,
+            **trial_names(),
+        ),
+        run_config=tune.RunConfig(storage_path=str(tmp_path), name="asha", stop={"training_iteration": 3}, verbose=0),
+    ).fit()
+    assert results.num_errors == 0, [r.error for r in results if r.error]
+    by_size = {int(r.metrics["population/size"]): r for r in results}
+    assert sorted(by_size) == [1, 2]
+    assert by_size[2].metrics["training_iteration"] == 3  # to max_t
+    assert by_size[1].metrics["training_iteration"] == 1  # stopped at the first rung, whole
+    assert list(by_size[1].metrics_dataframe["training_iteration"]) == [1]
+    completed = {virtual_id: result for virtual_id, result, error in inner.completed if not error}
+    assert len(inner.completed) == 3 and len(completed) == 3
+    for size, result in by_size.items():
+        ids = searcher.member_ids(result.metrics["trial_id"])
+        assert len(ids) == size
+        for k, virtual_id in enumerate(ids):
+            mine = completed[virtual_id]
+            assert mine["training_iteration"] == result.metrics["training_iteration"]
+            assert mine[METRIC] == result.metrics[K.member_key(k, METRIC)]
+
+
 def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_path, capsys):
     """`tune.population: 2` with HyperOpt and 4 configs, by `ajax-tune run`: two trials of two
     members, the members the values HyperOpt suggests when asked 4 times alike outside Tune;
