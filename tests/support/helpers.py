@@ -117,17 +117,40 @@ def tiny_off_policy_config(name: str, /, **sections):
     return config
 
 
+#: JAX's events for lowering a program and compiling it: either means a program was being built
+#: (a lowering comes first even where the persistent cache then holds the executable). Tracing
+#: alone is not building: checks may `eval_shape` an agent's update to learn its metric names.
+BUILD_EVENTS = ("/jax/core/compile/jaxpr_to_mlir_module_duration", "/jax/core/compile/backend_compile_duration")
+
+
+@contextlib.contextmanager
+def programs_built():
+    """The JAX build events (`BUILD_EVENTS`) that fire inside the block, in a list."""
+    events = []
+
+    def listener(event, seconds, **_):
+        if event in BUILD_EVENTS:
+            events.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        yield events
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+
+
 def assert_refused_before_compiling(config, message):
     """`config` is refused with a one-line ConfigError matching `message`, by `Runner.check` and
-    where a trial would start (`Runner(config)`), before anything is built or compiled."""
+    where a trial would start (`Runner(config)`), before any program is lowered or compiled."""
     from ajax_tune.errors import ConfigError
     from ajax_tune.runner import Runner
 
     with pytest.raises(ConfigError, match=message) as info:
         Runner.check(config)
     assert "\n" not in str(info.value)
-    with pytest.raises(ConfigError, match=message):
+    with programs_built() as built, pytest.raises(ConfigError, match=message):
         Runner(config)
+    assert built == [], f"refused only after building: {built}"
 
 
 def import_extra(module: str, extra: str):
