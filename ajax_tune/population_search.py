@@ -220,7 +220,7 @@ class PopulationSearcher(Searcher):
         self._space = config
         if spec.get("num_samples") is not None:
             self._budget = int(spec["num_samples"])
-            points = grid_points(config) if isinstance(self.searcher, VariantSearcher) else 1
+            points = grid_points(config or {}) if isinstance(self.searcher, VariantSearcher) else 1
             if self._budget % points:
                 raise ConfigError(
                     f"PopulationSearcher: num_samples counts configs in all, grid points included; the space's grid "
