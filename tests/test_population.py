@@ -10,6 +10,7 @@ import math
 import jax
 import numpy as np
 import pytest
+import yaml
 
 from ajax_tune import keys as K
 from ajax_tune.cli import main
@@ -317,6 +318,28 @@ def test_selection_by_metric_and_mode_and_the_mean_headline():
 )
 def test_bad_populations_are_one_line_before_compiling(population, message):
     assert_refused_before_compiling(corridor_config(population=population), message)
+
+
+@pytest.mark.parametrize(
+    "name, traced, static",
+    [("sac", {"tau": 0.02, "gamma": 0.9}, ("capacity", 40)), ("dqn", {"epsilon_start": 0.5, "tau": 1.0}, ("batch_size", 8))],
+)
+def test_off_policy_populations_from_yaml_are_checked_before_ray_starts(name, traced, static, tmp_path):
+    """An experiment file's population of SAC or DQN: members that differ in traced settings
+    pass, one that changes a static setting is refused by `Experiment.load`, naming it."""
+    from ajax_tune.experiment import Experiment
+
+    def experiment(members):
+        path = tmp_path / "off.yaml"
+        path.write_text(yaml.safe_dump({"trial": tiny_off_policy_config(name, population={"members": members})}))
+        return Experiment.load(path)
+
+    trial = experiment([{}, {"agent": traced}]).trial
+    assert trial["population"]["members"][1] == {"agent": traced}
+    key, value = static
+    default = tiny_off_policy_config(name)["agent"][key]
+    with pytest.raises(ConfigError, match=rf"^population.members\[1\] changes agent.{key} \({default} -> {value}\), a static"):
+        experiment([{}, {"agent": {key: value}}])
 
 
 def test_a_curriculum_with_more_than_one_member_is_one_per_member():
