@@ -308,9 +308,10 @@ def _check_mutations_reach_members(population: Any, mutated: Mapping[str, list[t
     space = population.get("space")
     if isinstance(space, Mapping):
         overridden.update(leaf_paths(parse_spaces(copy.deepcopy(dict(space)), "trial.population.space")))
+    overridden = sorted(overridden)  # the first hit named is the same every time
     for who, paths in mutated.items():
         for path in paths:
-            hit = next((o for o in sorted(overridden) if o[: len(path)] == path or path[: len(o)] == o), None)
+            hit = next((o for o in overridden if o[: len(path)] == path or path[: len(o)] == o), None)
             if hit is not None:
                 raise ConfigError(
                     f"{who} mutates {'.'.join(map(str, path))}, which trial.population's members override "
