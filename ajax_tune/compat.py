@@ -57,6 +57,33 @@ def jit_cache_size(fn: Callable) -> int:
     return int(cache_size())
 
 
+_warned: set[str] = set()
+
+
+def _warn_once(what: str, message: str) -> None:
+    """One warning per process for an opt-in speed-up that fell back to the library's own way."""
+    if what not in _warned:
+        import warnings
+
+        _warned.add(what)
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def jit_with_options(fn: Callable, options: dict[str, Any]) -> Callable:
+    """`jax.jit(fn)` whose one program is compiled with XLA debug `options` (per program: nothing
+    else in the process changes). `jax.jit(compiler_options=...)` is young: where it is missing,
+    the program compiles with JAX's defaults instead (the same results, a slower compile), with
+    one warning. The option names are XLA's own; the supported jax range is where they hold."""
+    import inspect
+
+    import jax
+
+    if "compiler_options" not in inspect.signature(jax.jit).parameters:
+        _warn_once("jit_with_options", "ajax_tune: this jax has no jit(compiler_options=...); init compiles with every pass")
+        return jax.jit(fn)
+    return jax.jit(fn, compiler_options=options)
+
+
 def backends_are_initialized() -> bool:
     """Whether JAX has started its backends (after which platform and memory settings no
     longer apply). jax has no public way to ask without starting them."""

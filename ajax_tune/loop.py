@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax_tune import checkpoint, compat, threefry
+from ajax_tune import checkpoint, compat
 from ajax_tune.agents.base import AgentBase, Carries, Clock, is_recurrent, reset_carry
 from ajax_tune.call_output import CallOutput, CallStats
 from ajax_tune.envs.base import EnvState, Task, task_to_jax
@@ -157,14 +157,12 @@ class TrainLoop:
 
     def _jit_programs(self) -> None:
         """The loop's two programs (traced and compiled on first use): `init`, built with few
-        passes since it runs once per state, and `train`, which donates the state it is given.
-        Random draws hash with straight-line Threefry on the CPU (`threefry.py`)."""
+        passes since it runs once per state, and `train`, which donates the state it is given."""
         self.traces = 0
-        threefry.install()
         # Seeds are initialised one after another (lax.map), not vmapped: XLA's CPU runtime can
         # deadlock in LAPACK's batched QR, which a vmapped orthogonal initialiser produces.
-        self._init = jax.jit(
-            lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys), compiler_options=ONCE_COMPILER_OPTIONS
+        self._init = compat.jit_with_options(
+            lambda keys, task: jax.lax.map(lambda key: self._init_one(key, task), keys), ONCE_COMPILER_OPTIONS
         )
         self._train = jax.jit(self._counted_call, donate_argnums=0)
 

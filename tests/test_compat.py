@@ -261,3 +261,13 @@ def test_a_trainables_storage(tmp_path):
     assert storage.checkpoint_dir_name == "checkpoint_000002"
     compat.skip_used_checkpoint_dirs(trainable)  # an index past every directory stays as it is
     assert storage.current_checkpoint_index == 2
+
+
+def test_jit_with_options_compiles_that_program_alone_with_them(monkeypatch):
+    f = compat.jit_with_options(lambda x: x + 1, {"xla_backend_optimization_level": 0})
+    assert float(f(jnp.ones(()))) == 2.0
+    # a jax without jit(compiler_options=...) gets a plain jit and one warning
+    monkeypatch.setattr(jax, "jit", lambda fn: ("plain", fn))
+    compat._warned.discard("jit_with_options")
+    with pytest.warns(RuntimeWarning, match="compiler_options"):
+        assert compat.jit_with_options(abs, {"a": 1}) == ("plain", abs)
