@@ -17,15 +17,19 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import pathlib
 import types
 from collections.abc import Callable
 
+from ajax_tune import compat, datasets
+from ajax_tune.agents import AGENTS
 from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
 from ajax_tune.curriculum import Curriculum, make_callback
 from ajax_tune.curriculum.member import callable_name
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.levels import Levels
 from ajax_tune.loop import TrainLoop
+from ajax_tune.loop.offline import DatasetInput
 from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
 from ajax_tune.task_control import EnvContext, TaskControl
 
@@ -77,10 +81,7 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     if callable(check_run):  # settings that only make sense against the run (a warm-up within each member's horizon)
         for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):
             check_run(train)
-    if cfg.train.dataset or getattr(agent, "offline", False):
-        from ajax_tune.offline_loop import build_offline_loop
-
-        return wrapped, build_offline_loop(cfg, wrapped, agent)
+    dataset = load_dataset(cfg, wrapped, agent) if cfg.train.dataset or getattr(agent, "offline", False) else None
     return wrapped, TrainLoop(
         wrapped,
         agent,
@@ -88,7 +89,25 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         num_heldout=cfg.num_heldout,
         num_members=cfg.num_members,
         learning_signal=cfg.learning_signal,
+        dataset=dataset,
     )
+
+
+def load_dataset(cfg: Config, env: EpisodeWrapper, agent) -> DatasetInput:
+    """The dataset of a config with `train.dataset`, read and checked against the env and the
+    agent (one line for whatever does not fit), before anything compiles."""
+    if not getattr(agent, "offline", False):
+        offline = sorted(name for name, (cls, _) in AGENTS.items() if getattr(cls, "offline", False))
+        raise ConfigError(
+            f"train.dataset trains offline, but agent.name {cfg.agent_name!r} learns online; "
+            f"use an offline agent ({', '.join(offline)})"
+        )
+    path = cfg.train.dataset
+    if not path.startswith(datasets.MINARI_PREFIX):
+        path = pathlib.Path(path).expanduser()
+        if not path.is_absolute():  # a Tune trial runs in its own directory: relative to where the run started
+            path = pathlib.Path(compat.original_working_dir()) / path
+    return DatasetInput(datasets.load(path, env, continuous=agent.continuous), str(path))
 
 
 def build_run(cfg: Config, env) -> RunParts:

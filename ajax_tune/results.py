@@ -21,8 +21,8 @@ import jax.numpy as jnp
 from ajax_tune import keys as K
 from ajax_tune.build import RunParts, build_loop, build_run
 from ajax_tune.config import Config, ConfigError
-from ajax_tune.evaluation import LOOP_ROWS
 from ajax_tune.loop import TrainLoop
+from ajax_tune.loop.summary import LOOP_ROWS
 from ajax_tune.population import population_keys
 
 

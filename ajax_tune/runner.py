@@ -5,7 +5,7 @@ result of plain floats; `get_task` / `set_task` steer the envs; `save` / `restor
 checkpoints; `reconfigure` takes a new config, keeping the compiled program when only traced
 settings changed. `AjaxTrainable` is a thin Tune shell over it, and it works without Ray.
 
-It composes: `build` makes the parts, the loop trains, `evaluation.summarize` reduces a call
+It composes: `build` makes the parts, the loop trains, `loop.summary.summarize` reduces a call
 to floats, the `Curriculum` moves the tasks on through a `TaskControl`, `checkpoint` writes.
 
 With a `population` in its config, one runner trains every member as lanes of its one program
@@ -36,9 +36,11 @@ from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.errors import TaskError
-from ajax_tune.evaluation import Health, HostPolicy, make_evaluate
 from ajax_tune.fields import ConfigError
 from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
+from ajax_tune.loop.rollout import make_evaluate
+from ajax_tune.loop.summary import Health
+from ajax_tune.policy import HostPolicy
 from ajax_tune.results import check_metric, keys_of, member_keys_of, member_own_keys
 from ajax_tune.samplers.stats import EnvStats
 from ajax_tune.task_control import EnvContext, TaskControl
@@ -175,14 +177,10 @@ class Runner:
         results = [self.loop.summarize(part) for part in outs]  # each member's, as a single run of it
         around = {
             "timesteps_this_iter": budget,
-            "env_steps": self.loop.timestep(self.state),
-            "useful_env_steps": self.loop.useful_steps(self.state),
+            **self.loop.progress(self.state, elapsed),
             "perf/call_s": elapsed,
-            "perf/env_steps_per_s": budget * self.loop.num_lanes / elapsed,
             "perf/compilations": self.retired_compilations + self.loop.compilations,
         }
-        if hasattr(self.loop, "counters"):  # offline: gradient updates, no env steps
-            around.update(self.loop.counters(self.state, elapsed))
         for member_result in results:
             member_result.update(around)
         if pop is None:

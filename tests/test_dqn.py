@@ -14,8 +14,8 @@ from ajax_tune.agents.dqn.losses import double_q_target
 from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.envs import make_env
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
-from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.loop.summary import summarize
 from ajax_tune.schedules import Schedule
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 

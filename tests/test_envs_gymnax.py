@@ -18,8 +18,8 @@ from gymnax.environments.classic_control.cartpole import CartPole as GymnaxCartP
 from ajax_tune.agents import PPO, PPOConfig  # noqa: E402
 from ajax_tune.envs import EpisodeWrapper, TaskError, make_env  # noqa: E402
 from ajax_tune.envs.gymnax_adapter import GymnaxEnv, default_bounds  # noqa: E402
-from ajax_tune.evaluation import summarize  # noqa: E402
 from ajax_tune.loop import LoopConfig, TrainLoop  # noqa: E402
+from ajax_tune.loop.summary import summarize  # noqa: E402
 from ajax_tune.schedules import Schedule  # noqa: E402
 
 STEPS = 64

@@ -5,8 +5,8 @@ import pytest
 
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.envs import make_env
-from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.loop.summary import summarize
 from ajax_tune.runner import Runner
 from ajax_tune.schedules import Schedule
 from tests.support.helpers import corridor_loop

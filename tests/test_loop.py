@@ -11,6 +11,7 @@ import jax
 import numpy as np
 import pytest
 
+from ajax_tune import compat
 from ajax_tune.agents import PPOConfig
 from ajax_tune.fields import ConfigError
 from ajax_tune.schedules import Schedule
@@ -152,7 +153,7 @@ def test_no_recompilation_when_task_and_hyperparameters_change(tmp_path):
         state, rows = loop.train(state)
         seen.append(host(rows))
     assert loop.compilations == 1
-    assert loop._train._cache_size() == 1
+    assert compat.jit_cache_size(loop.compiled.call) == 1
     tasks = [r.rows["task/length"][0, -1] for r in seen]
     assert tasks == [4, 7, 7, 9, 9]
     assert float(seen[2].rows["lr"][0, 0]) == pytest.approx(5e-4)
@@ -213,7 +214,7 @@ def test_init_compiles_with_few_passes_and_training_with_the_builds_own(monkeypa
     settings: the options each compile asked XLA for are recorded on the way in."""
     from jax._src import compiler
 
-    from ajax_tune.loop import ONCE_COMPILER_OPTIONS
+    from ajax_tune.loop.compiled import ONCE_COMPILER_OPTIONS
 
     asked = []
     get_options = compiler.get_compile_options
@@ -239,7 +240,7 @@ def test_init_has_no_batched_lapack_calls():
     loop = corridor_loop({"hidden_sizes": (64, 64)})
     keys = jax.random.split(jax.random.PRNGKey(0), 2)
     task = {k: jax.numpy.asarray(v) for k, v in loop.env.validate_task({}).items()}
-    hlo = loop._init.lower(keys, task).as_text()
+    hlo = loop.compiled.init.lower(keys, task).as_text()
     lapack = [line for line in hlo.splitlines() if "custom_call @lapack" in line]
     assert lapack  # the orthogonal initialiser is there ...
     assert all('num_batch_dims = "0"' in line for line in lapack)  # ... and never batched

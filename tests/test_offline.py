@@ -153,8 +153,8 @@ def test_the_dataset_is_one_argument_shared_by_every_lane(dataset_dir):
     for seeds in (1, 4):
         runner = Runner(offline_config(dataset_dir, num_seeds=seeds))
         loop = runner.loop
-        data = loop.data()
-        lowered = loop._train.lower(runner.state, data)
+        data = loop.dataset.data()
+        lowered = loop.compiled.call.lower(runner.state, data)
         leaves = jax.tree.leaves(lowered.args_info)
         data_leaves = jax.tree.leaves(lowered.args_info[0][1])
         assert [leaf.shape[0] for leaf in data_leaves] == [ROWS] * 5  # no lane axis on the dataset
@@ -173,12 +173,12 @@ def test_a_second_dataset_of_the_same_shape_trains_without_recompiling(tmp_path)
     second = pendulum_rows(seed=1)
     runner = Runner(offline_config(first))
     before = runner.train()
-    runner.loop.set_dataset(second, tmp_path / "second")
+    runner.loop.dataset.set_dataset(second, tmp_path / "second")
     after = runner.train()
     assert before["perf/compilations"] == after["perf/compilations"] == 1
     assert after["gradient_steps"] == 32 and after["env_steps"] == 0
     with pytest.raises(ConfigError, match="a new dataset must have the shape of the loop's"):
-        runner.loop.set_dataset(pendulum_rows(rows=128))
+        runner.loop.dataset.set_dataset(pendulum_rows(rows=128))
 
 
 @pytest.mark.optimised

@@ -14,8 +14,8 @@ import pytest
 from ajax_tune import datasets
 from ajax_tune.agents import SAC, SACConfig
 from ajax_tune.envs import make_env
-from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.loop.summary import summarize
 from ajax_tune.runner import Runner
 from tests.support.helpers import fully_optimised
 

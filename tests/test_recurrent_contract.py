@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ajax_tune.agents.base import is_recurrent
-from ajax_tune.evaluation import HostPolicy
+from ajax_tune.policy import HostPolicy
 from tests.test_loop_contract import NUM_ENVS, UNROLL, RecordingAgent, toy_loop
 
 

@@ -195,7 +195,7 @@ def test_the_program_computes_an_off_policy_signal_only_where_a_sampler_reads_it
     for name, config in (("uniform", uniform), ("always", always)):
         _, loop = build_loop(Config.from_dict(config))
         state = loop.init(seed=0)
-        instructions = loop._train.lower(jax.device_put(state, loop.device)).compile().as_text().count(" = ")
+        instructions = loop.compiled.call.lower(jax.device_put(state, loop.device)).compile().as_text().count(" = ")
         state, out = loop.train(state)
         runs[name] = (loop, instructions, jax.device_get(state), EnvStats.from_call(jax.device_get(out.stats)))
     (off, off_size, off_state, off_stats), (on, on_size, on_state, on_stats) = runs["uniform"], runs["always"]

@@ -7,12 +7,12 @@ import jax
 import numpy as np
 import pytest
 
-from ajax_tune import Runner
+from ajax_tune import Runner, compat
 from ajax_tune.agents import SAC, SACConfig
 from ajax_tune.config import Config
 from ajax_tune.envs import make_env
-from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.loop.summary import summarize
 from ajax_tune.schedules import Schedule
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 
@@ -149,7 +149,7 @@ def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
         state, out = loop.train(state)
         seen.append(host(out.rows))
         agents.append(host(state.agent))
-    assert loop.compilations == 1 and loop._train._cache_size() == 1
+    assert loop.compilations == 1 and compat.jit_cache_size(loop.compiled.call) == 1
     assert [r["task/distance"][0, -1] for r in seen] == [1.0, 0.5, 0.5, 0.5]
     assert float(seen[3]["lr"][0, 0]) == pytest.approx(2e-3)
     assert agents[3].hp.target_entropy_scale.tolist() == [-0.25, -0.25]

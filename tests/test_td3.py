@@ -10,8 +10,8 @@ from ajax_tune.agents import TD3, TD3Config
 from ajax_tune.agents.base import Clock
 from ajax_tune.agents.offpolicy import ReplayTransition
 from ajax_tune.envs import make_env
-from ajax_tune.evaluation import summarize
 from ajax_tune.loop import LoopConfig, TrainLoop
+from ajax_tune.loop.summary import summarize
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, host
 
 TINY = dict(

@@ -15,7 +15,7 @@ AGENTS = {
     "sac": (SAC, SACConfig),
     "dqn": (DQN, DQNConfig),
     "td3": (TD3, TD3Config),
-    # offline: they learn from train.dataset (offline_loop.py)
+    # offline: they learn from train.dataset (loop/offline.py)
     "td3bc": (TD3BC, TD3BCConfig),
     "iql": (IQL, IQLConfig),
     "bc": (BC, BCConfig),

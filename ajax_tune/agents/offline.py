@@ -1,5 +1,5 @@
 """What every offline agent shares: it learns from a dataset the loop hands it as an argument
-(`offline_loop.py`), never from an env of its own.
+(`loop/offline.py`), never from an env of its own.
 
 `learn_offline(state, data, key, clock, steps)` takes `steps` gradient steps on batches drawn
 uniformly from `data` (a `ReplayTransition` of the whole dataset, actions in the env's units).
@@ -97,7 +97,7 @@ class OfflineAgent(AgentBase):
         raise NotImplementedError(f"{type(self).__name__} learns offline, from train.dataset; it stores no transitions")
 
     def update(self, state, transitions, key, clock):
-        raise NotImplementedError(f"{type(self).__name__} learns offline, from train.dataset (offline_loop.OfflineLoop)")
+        raise NotImplementedError(f"{type(self).__name__} learns offline, from train.dataset (loop.offline)")
 
     # -- learning ------------------------------------------------------------------------
 

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ajax_tune.call_output import CallStats
 from ajax_tune.keys import HISTOGRAM_PREFIX
+from ajax_tune.loop.state import CallStats
 
 MAX_HISTOGRAM_BINS = 16
 

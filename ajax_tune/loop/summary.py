@@ -1,12 +1,10 @@
-"""Evaluation inside the jitted call, and the host-side reduction of the rows it produces.
+"""The host's reduction of one call's output to a result: plain floats under stable keys.
 
-In the graph, `make_evaluate` runs `episodes` envs with the deterministic policy until all are
-done (at most the time limit), on whatever task it is given. On the host, `summarize` turns one
-call's output (fixed-shape rows, `[num_seeds, updates]` per key, and the agent's health) into
-plain floats for a result, under the names `ajax_tune.keys` declares: the latest evaluation's
-mean, spread and per-seed values, the evaluation before the run's first update where it ran, the
-agent's metrics, the task at the end of the call, and whether anything stopped being finite
-(`Health`).
+`summarize` turns a `CallOutput` (fixed-shape rows, `[lanes, updates]` per key, and the agent's
+health) into the floats a result reports, under the names `ajax_tune.keys` declares: the latest
+evaluation's mean, spread and per-seed values, the evaluation before the run's first update where
+it ran, the agent's metrics, the task at the end of the call, and whether anything stopped being
+finite (`Health`).
 """
 
 from __future__ import annotations
@@ -14,115 +12,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune import keys
-from ajax_tune.agents.base import is_recurrent
-from ajax_tune.call_output import CallOutput
-from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
+from ajax_tune.loop.state import CallOutput
 
-#: The rows one evaluation writes (per seed: means over its episodes), and those of the
-#: held-out set (per seed and task) in the order of `keys.HELDOUT_NAMES`.
-EVAL_ROWS = ("eval/return", "eval/length", "eval/success")
+#: The rows of the held-out set (per lane and task) in the order of `keys.HELDOUT_NAMES`.
 HELDOUT_ROWS = ("eval/heldout/return", "eval/heldout/success")
-
-
-def make_evaluate(agent, env: EpisodeWrapper, episodes: int, per_episode: bool = False):
-    """Returns means over episodes, or (`per_episode`) every episode's values. A recurrent
-    agent's episodes each start from a fresh carry (one episode per env: none restarts)."""
-    if is_recurrent(agent):
-        return _make_evaluate_recurrent(agent, env, episodes, per_episode)
-    venv = VecEnv(env, episodes)
-    reduce = (lambda x: x) if per_episode else jnp.mean
-
-    def evaluate(agent_state, task, key) -> dict[str, jax.Array]:
-        k_reset, k_run = jax.random.split(key)
-        state = venv.reset(k_reset, task)
-
-        def running(carry):
-            state, t, _ = carry
-            return (t < env.max_episode_steps) & ~jnp.all(state.episode.done)
-
-        def step(carry):
-            state, t, k = carry
-            k, k_act, k_env = jax.random.split(k, 3)
-            action, _ = agent.act(agent_state, state.obs, k_act, deterministic=True)
-            return venv.step(state, action, k_env), t + 1, k
-
-        state, _, _ = jax.lax.while_loop(running, step, (state, jnp.zeros((), jnp.int32), k_run))
-        return _episode_rows(env, state, episodes, reduce)
-
-    return evaluate
-
-
-def _make_evaluate_recurrent(agent, env: EpisodeWrapper, episodes: int, per_episode: bool):
-    venv = VecEnv(env, episodes)
-    reduce = (lambda x: x) if per_episode else jnp.mean
-
-    def evaluate(agent_state, task, key) -> dict[str, jax.Array]:
-        k_reset, k_run = jax.random.split(key)
-        state = venv.reset(k_reset, task)
-
-        def running(loop):
-            state, _, t, _ = loop
-            return (t < env.max_episode_steps) & ~jnp.all(state.episode.done)
-
-        def step(loop):
-            state, carry, t, k = loop
-            k, k_act, k_env = jax.random.split(k, 3)
-            action, _, carry = agent.act(agent_state, state.obs, k_act, deterministic=True, carry=carry)
-            return venv.step(state, action, k_env), carry, t + 1, k
-
-        start = (state, agent.init_carry(episodes), jnp.zeros((), jnp.int32), k_run)
-        state, _, _, _ = jax.lax.while_loop(running, step, start)
-        return _episode_rows(env, state, episodes, reduce)
-
-    return evaluate
-
-
-def _episode_rows(env: EpisodeWrapper, state, episodes: int, reduce) -> dict[str, jax.Array]:
-    success = state.info["success"] if env.has_success else jnp.full((episodes,), jnp.nan)
-    return {
-        "eval/return": reduce(state.episode.ret),
-        "eval/length": reduce(state.episode.step.astype(jnp.float32)),
-        "eval/success": reduce(success),
-    }
-
-
-class HostPolicy:
-    """A deterministic policy for one env outside JAX: numpy observation in, action out.
-
-    Stateful where the agent is recurrent: it keeps the carry from one call to the next, and
-    `reset()` starts a new episode's carry (a feed-forward policy's `reset` does nothing)."""
-
-    def __init__(self, agent, agent_state):
-        self.recurrent = is_recurrent(agent)
-        key = jax.random.PRNGKey(0)
-        if self.recurrent:
-
-            def act(obs, carry):  # one env: a batch of one
-                action, _, carry = agent.act(agent_state, obs[None], key, deterministic=True, carry=carry)
-                return action[0], carry
-
-            self._act = jax.jit(act)
-            self._init_carry = jax.jit(lambda: agent.init_carry(1))
-        else:
-            self._act = jax.jit(lambda obs: agent.act(agent_state, obs, key, deterministic=True)[0])
-        self.carry = None
-        self.reset()
-
-    def reset(self) -> None:
-        if self.recurrent:
-            self.carry = self._init_carry()
-
-    def __call__(self, obs) -> np.ndarray:
-        obs = np.asarray(obs, np.float32)
-        if not self.recurrent:
-            return np.asarray(self._act(obs))
-        action, self.carry = self._act(obs, self.carry)
-        return np.asarray(action)
 
 
 def _nanmean(x) -> float:

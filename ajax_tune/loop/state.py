@@ -1,17 +1,35 @@
-"""What one call of the training loop returns besides the state, as typed structs.
+"""The data of the compiled program: the state a call takes and gives back, and what else it returns.
 
-They cross from the jitted call to the host as they are: `evaluation.summarize` reduces a
-`CallOutput` to a result's floats, `samplers.stats.EnvStats.from_call` turns its `CallStats`
-into what task samplers learn from, and `evaluation.Health` reads its health. No string key is
+`TrainState` is everything the next call reads, for every lane. `CallOutput` and `CallStats`
+cross from the jitted call to the host as they are: `results.summary.summarize` reduces a
+`CallOutput` to a result's floats, `samplers.stats.EnvStats.from_call` turns its `CallStats` into
+what task samplers learn from, and `results.summary.Health` reads its health. No string key is
 parsed back on the way.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import jax
 from flax import struct
 
-from ajax_tune.envs.base import Task
+from ajax_tune.envs.base import EnvState, Task
+
+
+@struct.dataclass
+class TrainState:
+    """Everything the next call reads. Leading axis: lanes (member * num_seeds + seed)."""
+
+    agent: Any
+    env: EnvState  # [num_envs] per lane
+    key: jax.Array  # raw uint32 key data
+    iteration: jax.Array  # int32 updates done since the run began
+    useful_steps: jax.Array  # int32 env steps that were not masked, since the run began
+    eval_task: Task  # the task evaluations run on
+    heldout: Task  # [num_heldout] fixed tasks evaluated beside it
+    horizon: jax.Array  # float32 total_timesteps (of the lane's member)
+    carry: Any = None  # a recurrent agent's carries, [num_envs] per lane; None for a feed-forward agent
 
 
 @struct.dataclass

@@ -1,0 +1,129 @@
+"""The offline program: gradient updates on a dataset alone, no env stepped.
+
+Built from the online program's parts (`program.Parts`): the same fresh state, evaluation, rows
+and output. `call(state, data)` runs `timesteps_per_iteration` gradient updates per lane, drawn
+from the dataset, and evaluates in the env every `eval_every` updates. The dataset is an argument
+of the one compiled program on every call, never closed over and never batched: all lanes (seeds
+and members) read the one copy in device memory, and a new dataset of the same shape
+(`DatasetInput.set_dataset`) runs in the same program.
+
+The scan runs over blocks of `steps_per_update` gradient steps (the largest block that divides
+both the call's budget and the evaluation interval); each block writes one row of the agent's
+metrics, averaged over its steps. A checkpoint records the dataset's path and content hash, not
+its rows; restoring refuses a dataset whose hash differs from the one the checkpoint recorded.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+
+import jax
+import jax.numpy as jnp
+
+from ajax_tune import checkpoint
+from ajax_tune.agents.base import Clock
+from ajax_tune.agents.offpolicy import ReplayTransition
+from ajax_tune.datasets import Dataset
+from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
+from ajax_tune.fields import ConfigError
+from ajax_tune.loop.config import LoopConfig
+from ajax_tune.loop.program import Parts, Program
+from ajax_tune.loop.state import TrainState
+
+#: Folded into a lane's key for its evaluations (gradient steps fold in their own index).
+EVAL_SALT = 0x0E7A
+
+
+def make_offline_program(env: EpisodeWrapper, agent, config: LoopConfig, *, num_heldout: int = 0, num_lanes: int = 1) -> Program:
+    venv = VecEnv(env, 1)  # holds the task (get_task, set_task); training steps no env
+    budget = config.timesteps_per_iteration
+    steps_per_update = math.gcd(budget, config.eval_interval)
+    parts = Parts(env, agent, config, venv, num_heldout, num_lanes)
+
+    def update(state: TrainState, data: ReplayTransition):
+        iteration = state.iteration[0]  # every lane at the same update: the cadence is a real branch
+        timestep_now = (iteration * steps_per_update).astype(jnp.float32)
+        # The lane's key stays as it is: gradient steps and evaluations fold in their absolute
+        # index, so any cut of the run into blocks and calls draws the same numbers.
+        eval_keys = jax.vmap(lambda k: jax.random.fold_in(jax.random.fold_in(k, EVAL_SALT), iteration * steps_per_update))(
+            state.key
+        )
+
+        def learn(agent_state, key, horizon):
+            return agent.learn_offline(agent_state, data, key, Clock(timestep_now, horizon), steps_per_update)
+
+        agent_state, metrics = jax.vmap(learn)(state.agent, state.key, state.horizon)
+        health = jax.vmap(agent.health)(agent_state, metrics)
+        lanes = state.iteration.shape
+        nan, zero = jnp.full(lanes, jnp.nan, jnp.float32), jnp.zeros(lanes, jnp.float32)
+        row = {
+            **parts.evaluation_rows(state, agent_state, iteration, steps_per_update, lambda: eval_keys),
+            "train/episode_return": nan,
+            "train/episode_length": nan,
+            "train/episodes": zero,
+            "train/useful_steps": zero,
+            **metrics,
+        }
+        health = {k: v.astype(jnp.float32) for k, v in health.items()}
+        return state.replace(agent=agent_state, iteration=state.iteration + 1), (row, health)
+
+    def call(state: TrainState, data: ReplayTransition):
+        start = parts.evaluate_at_start(state)
+        stats = jax.vmap(parts.empty_stats)(state.env.task)
+        state, (rows, health) = jax.lax.scan(lambda s, _: update(s, data), state, None, length=budget // steps_per_update)
+        return state, parts.output(state, stats, rows, health, start)
+
+    return Program(
+        init=parts.init,
+        call=call,
+        steps_per_update=steps_per_update,
+        updates_per_call=budget // steps_per_update,
+        num_envs=venv.num_envs,
+    )
+
+
+class DatasetInput:
+    """The dataset an offline program is called with: kept on the host, copied to the device
+    once, described (never stored) in checkpoints."""
+
+    def __init__(self, dataset: Dataset, path: str = ""):
+        self._host, self._device = None, None
+        self.info: dict = {}
+        self.set_dataset(dataset, path)
+
+    def set_dataset(self, dataset: Dataset, path: str = "") -> None:
+        """Train on `dataset` from the next call on. One of the same shape and dtypes runs in the
+        same compiled program; another shape is refused (it needs a new loop)."""
+        host = ReplayTransition(
+            obs=dataset.observations,
+            action=dataset.actions,
+            reward=dataset.rewards,
+            terminated=dataset.terminations,
+            next_obs=dataset.next_observations,
+        )
+        if self._host is not None:
+            shapes = lambda tree: [(x.shape, x.dtype) for x in jax.tree.leaves(tree)]  # noqa: E731
+            if shapes(host) != shapes(self._host):
+                raise ConfigError(
+                    f"a new dataset must have the shape of the loop's ({dataset.size} rows against {self._host.reward.shape[0]}, "
+                    "or other observation or action shapes): build a new loop for it"
+                )
+        self._host, self._device = host, None
+        self.info = {
+            "path": str(pathlib.Path(path).absolute()) if path else "",
+            "hash": dataset.content_hash(),
+            "rows": dataset.size,
+        }
+
+    def data(self, device=None) -> ReplayTransition:
+        """The dataset on `device` (copied there once, on first use)."""
+        if self._device is None:
+            self._device = jax.device_put(self._host, device)
+        return self._device
+
+    def checkpoint_extra(self) -> dict:
+        return {"dataset": self.info}
+
+    def check_restore(self, directory) -> None:
+        checkpoint.check_dataset(directory, checkpoint.read_metadata(directory), self.info)

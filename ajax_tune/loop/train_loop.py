@@ -1,0 +1,209 @@
+"""`TrainLoop`: one trial's training program and what a host does around it.
+
+It composes the parts of this package: the pure program (`program.make_program`, or
+`offline.make_offline_program` with a dataset), the program under jit (`compiled.Compiled`),
+the host-side editing of a state's lanes (`lanes.Lanes`) and checkpoints of its state. It is
+built once per configuration and knows nothing about Ray.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ajax_tune import checkpoint
+from ajax_tune.envs.base import task_to_jax
+from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
+from ajax_tune.fields import ConfigError, static_values
+from ajax_tune.loop.compiled import Compiled
+from ajax_tune.loop.config import LoopConfig
+from ajax_tune.loop.lanes import Lanes
+from ajax_tune.loop.offline import DatasetInput, make_offline_program
+from ajax_tune.loop.program import make_program
+from ajax_tune.loop.state import CallOutput, TrainState
+from ajax_tune.loop.summary import summarize
+
+
+class TrainLoop:
+    """`train(state)` runs one call (`timesteps_per_iteration` env steps per lane, or gradient
+    updates with a dataset) on the state donated; N calls of T steps give the same parameters as
+    one call of N*T steps. `init`, `set_task`, `set_hparams`, `save` and `restore` make and edit
+    the states it takes."""
+
+    def __init__(
+        self,
+        env,
+        agent,
+        config: LoopConfig,
+        num_heldout: int = 0,
+        num_members: int = 1,
+        learning_signal: bool = True,
+        dataset: DatasetInput | None = None,
+    ):
+        self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
+        self.agent, self.config, self.dataset = agent, config, dataset
+        self.learning_signal = bool(learning_signal)
+        self.num_heldout = int(num_heldout)
+        if int(num_members) < 1:
+            raise ConfigError(f"a population needs at least one member, got {num_members}")
+        self.num_members = int(num_members)
+        lanes = self.num_members * config.num_seeds
+        if dataset is None:
+            self.program = make_program(
+                self.env, agent, config, num_heldout=self.num_heldout, num_lanes=lanes, learning_signal=self.learning_signal
+            )
+        else:
+            self.program = make_offline_program(self.env, agent, config, num_heldout=self.num_heldout, num_lanes=lanes)
+        self.venv = VecEnv(self.env, self.program.num_envs)
+        self.lanes = Lanes(self.venv, agent, self.num_members, config.num_seeds, self.num_heldout)
+        self.compiled = Compiled(self.program)
+
+    # -- identity ------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, Any]:
+        """The static settings that give a saved state its meaning (not how a run proceeds:
+        budgets and evaluation settings may change between a save and a restore)."""
+        env = self.env
+        return {
+            "env": env.name,
+            "observation_space": repr(env.observation_space),
+            "action_space": repr(env.action_space),
+            "max_episode_steps": env.max_episode_steps,
+            "truncation_penalty": env.truncation_penalty,
+            "task_fields": sorted(env.task_spec),
+            "agent": type(self.agent).__name__,
+            **{f"agent.{k}": v for k, v in static_values(self.agent.config).items()},
+            "num_seeds": self.config.num_seeds,
+            "num_heldout": self.num_heldout,
+            **({"num_members": self.num_members} if self.num_members > 1 else {}),
+            **({"loop": "offline"} if self.dataset is not None else {}),
+        }
+
+    @property
+    def recurrent(self) -> bool:
+        return self.program.recurrent
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.program.steps_per_update
+
+    @property
+    def updates_per_call(self) -> int:
+        return self.program.updates_per_call
+
+    @property
+    def num_lanes(self) -> int:
+        """Lanes of the state's leading axis: members x seeds."""
+        return self.lanes.count
+
+    def member_lanes(self, member: int) -> slice:
+        """The lanes of one member (its seeds)."""
+        return self.lanes.of_member(member)
+
+    @property
+    def compilations(self) -> int:
+        return self.compiled.compilations
+
+    @property
+    def device(self):
+        return self.compiled.device
+
+    def timestep(self, state: TrainState) -> int:
+        return int(np.asarray(state.iteration).reshape(-1)[0]) * self.steps_per_update
+
+    def useful_steps(self, state: TrainState) -> float:
+        """Unmasked env steps per lane since the run began (the mean over lanes)."""
+        return float(np.mean(np.asarray(state.useful_steps, np.float64)))
+
+    def progress(self, state: TrainState, elapsed: float) -> dict[str, float]:
+        """Where the run stands after a call of `elapsed` seconds: env steps, or, for an
+        offline run, gradient updates (its env steps stay 0: it steps no env to train)."""
+        done = self.config.timesteps_per_iteration * self.num_lanes
+        if self.dataset is None:
+            return {
+                "env_steps": self.timestep(state),
+                "useful_env_steps": self.useful_steps(state),
+                "perf/env_steps_per_s": done / elapsed,
+            }
+        return {
+            "env_steps": 0,
+            "useful_env_steps": 0.0,
+            "perf/env_steps_per_s": 0.0,
+            "gradient_steps": self.timestep(state),
+            "perf/gradient_steps_per_s": done / elapsed,
+        }
+
+    def summarize(self, out: CallOutput) -> dict[str, float]:
+        return summarize(out, latest=self.agent.latest_metrics)
+
+    # -- states --------------------------------------------------------------------------
+
+    def init(self, seed: int | Sequence[int] | None = None, task: Mapping | None = None) -> TrainState:
+        """A fresh state. `seed` (one for every member, or one per member) gives each member the
+        seeds a single run with that seed would have, so equal members train equal lanes."""
+        seed = self.config.seed if seed is None else seed
+        seeds = list(seed) if isinstance(seed, Sequence) else [seed] * self.num_members
+        keys = self.lanes.keys(seeds)
+        task = self.env.validate_task(task or {})
+        return self.compiled.init(keys, task_to_jax(task))
+
+    def abstract_state(self) -> TrainState:
+        """The state's shapes and dtypes (`jax.ShapeDtypeStruct` leaves), traced from `init`
+        without compiling, allocating or starting JAX's backends: what a checkpoint must fit, and
+        what `call` can be traced with to learn the shapes of a call's output."""
+        keys = jax.ShapeDtypeStruct((self.num_lanes, 2), jnp.uint32)
+        task = {
+            k: jax.ShapeDtypeStruct(v.shape, jax.dtypes.canonicalize_dtype(v.dtype))
+            for k, v in self.env.validate_task({}).items()
+        }
+        return jax.eval_shape(self.program.init, keys, task)
+
+    def set_task(
+        self, state: TrainState, task: Mapping, eval_task: Mapping | None = None, lanes: slice | None = None
+    ) -> TrainState:
+        return self.lanes.set_task(state, task, eval_task=eval_task, lanes=lanes)
+
+    def get_task(self, state: TrainState, per_env: bool = False, lanes: slice | None = None) -> dict[str, np.ndarray]:
+        return self.lanes.get_task(state, per_env=per_env, lanes=lanes)
+
+    def set_heldout(self, state: TrainState, tasks: Mapping) -> TrainState:
+        return self.lanes.set_heldout(state, tasks)
+
+    def set_hparams(self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None) -> TrainState:
+        return self.lanes.set_hparams(state, agent_config, total_timesteps)
+
+    def reseed(self, state: TrainState, salt: int) -> TrainState:
+        return self.lanes.reseed(state, salt)
+
+    def save(self, directory, state: TrainState, extra: dict | None = None):
+        """Write a checkpoint of `state` (complete on return); `extra` is JSON metadata."""
+        if self.dataset is not None:
+            extra = {**(extra or {}), **self.dataset.checkpoint_extra()}
+        return checkpoint.save(directory, state, settings=self.settings(), timestep=self.timestep(state), extra=extra)
+
+    def restore(self, directory) -> tuple[TrainState, dict]:
+        """A state saved by `save` with the same settings, and its metadata."""
+        if self.dataset is not None:
+            self.dataset.check_restore(directory)
+        return checkpoint.restore(directory, self.abstract_state(), settings=self.settings())
+
+    # -- training ------------------------------------------------------------------------
+
+    def inputs(self) -> tuple:
+        """What a call takes besides the state: the dataset, once, for an offline program."""
+        return () if self.dataset is None else (self.dataset.data(self.device),)
+
+    def train(self, state: TrainState) -> tuple[TrainState, CallOutput]:
+        """One call, `state` donated. Returns the new state and the call's output: per-update
+        rows, per-env statistics and the agent's health (`CallOutput`)."""
+        return self.compiled.train(state, *self.inputs())
+
+    @property
+    def call(self):
+        """The pure function `train` compiles (not jitted, not donated): trace it with
+        `jax.eval_shape(loop.call, loop.abstract_state(), *loop.inputs())` to learn a call's output."""
+        return self.program.call
