@@ -21,11 +21,11 @@ __all__ = [
 
 def __getattr__(name):
     if name == "AjaxTrainable":
-        from ajax_tune.trainable import AjaxTrainable
+        from ajax_tune.tune.trainable import AjaxTrainable
 
         return AjaxTrainable
     if name == "trial_names":  # no Ray needed to name trials
-        from ajax_tune.tune_output import trial_names
+        from ajax_tune.tune.output import trial_names
 
         return trial_names
     if name == "Runner":

@@ -25,13 +25,13 @@ from ajax_tune import compat, datasets
 from ajax_tune.agents import AGENTS
 from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
 from ajax_tune.curriculum import Curriculum, make_callback
-from ajax_tune.curriculum.member import callable_name
+from ajax_tune.curriculum.curriculum import callable_name
+from ajax_tune.curriculum.task_control import EnvContext, TaskControl
 from ajax_tune.envs import EpisodeWrapper, make_env
-from ajax_tune.levels import Levels
+from ajax_tune.envs.level_list import Levels
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.offline import DatasetInput
 from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
-from ajax_tune.task_control import EnvContext, TaskControl
 
 
 @dataclasses.dataclass
@@ -76,7 +76,8 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
     wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
     agent_cls, _ = resolve_agent(cfg.agent_name)
-    agent = agent_cls(cfg.agent, env.observation_space, env.action_space)
+    form = getattr(agent_cls, "form", None)  # a user's agent class need not have forms
+    agent = (form(cfg.agent) if callable(form) else agent_cls)(cfg.agent, env.observation_space, env.action_space)
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within each member's horizon)
         for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):

@@ -24,11 +24,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ajax_tune.agents import AGENTS
+from ajax_tune.envs.level_list import level_list
 from ajax_tune.fields import ConfigError, check_keys, config_section, init_only, static, static_values, validate
 from ajax_tune.imports import Registry, resolve_import
-from ajax_tune.levels import level_list
 from ajax_tune.loop import LoopConfig
-from ajax_tune.population import CURRICULUM_PARTS, Population, merge
+from ajax_tune.population.spec import CURRICULUM_PARTS, Population, merge
 from ajax_tune.samplers.heldout import HeldOut
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent", "resolve_import"]

@@ -12,3 +12,8 @@ class TaskError(ValueError):
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be restored here: missing, truncated, foreign or incompatible."""
+
+
+class LaunchError(Exception):
+    """Something about where or how to run that the user must change: a storage path, an
+    experiment directory, a cluster to join."""

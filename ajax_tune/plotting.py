@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ajax_tune import keys as K
+from ajax_tune.results import keys as K
 
 STEP = "env_steps"
 OFFLINE_STEP = "gradient_steps"  # what an offline trial counts instead (it reports env_steps 0)

@@ -43,3 +43,23 @@ class HostPolicy:
             return np.asarray(self._act(obs))
         action, self.carry = self._act(obs, self.carry)
         return np.asarray(action)
+
+
+def episode_statistics(returns, lengths, successes=None) -> dict:
+    """What `ajax-tune evaluate` reports of a set of episodes: returns `[seeds, episodes]` (or
+    `[episodes]`), their lengths and, where the env reports it, success."""
+    returns = np.asarray(returns, np.float64)
+    per_seed = returns.reshape(-1, returns.shape[-1])
+    stats = {
+        "episodes": int(returns.shape[-1]),
+        **({"seeds": int(per_seed.shape[0])} if returns.ndim > 1 else {}),
+        "return_mean": float(returns.mean()),
+        "return_std": float(returns.std()),
+        "return_min": float(returns.min()),
+        "return_max": float(returns.max()),
+        **({"return_mean_per_seed": [float(x) for x in per_seed.mean(axis=1)]} if returns.ndim > 1 else {}),
+        "length_mean": float(np.mean(lengths)),
+    }
+    if successes is not None:
+        stats["success_rate"] = float(np.mean(successes))
+    return stats

@@ -9,10 +9,10 @@ It composes: `build` makes the parts, the loop trains, `loop.summary.summarize` 
 to floats, the `Curriculum` moves the tasks on through a `TaskControl`, `checkpoint` writes.
 
 With a `population` in its config, one runner trains every member as lanes of its one program
-(`population.py`): results carry each member's keys and the best member's as the headline;
+(`ajax_tune/population/`): results carry each member's keys and the best member's as the headline;
 `evaluate` and `policy` take a member (by default the best one). Each member has its own
 curriculum (`curricula[k]`) over its own lanes, fed its own results and per-env statistics.
-With `population.pbt`, calls end with an exploit every `interval` calls (`population_pbt.py`):
+With `population.pbt`, calls end with an exploit every `interval` calls (`population/pbt.py`):
 the lanes move on the device, each recipient's curriculum takes its donor's state, and the
 lineage goes into results and checkpoints.
 """
@@ -29,21 +29,23 @@ from typing import Any
 import jax
 import numpy as np
 
-from ajax_tune import checkpoint, population, population_pbt
+from ajax_tune import checkpoint
 from ajax_tune.build import build_loop, build_run, named_metrics
 from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfinite, trial_salt
 from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
+from ajax_tune.curriculum.task_control import EnvContext, TaskControl
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.errors import TaskError
 from ajax_tune.fields import ConfigError
-from ajax_tune.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
 from ajax_tune.loop.rollout import make_evaluate
 from ajax_tune.loop.summary import Health
-from ajax_tune.policy import HostPolicy
-from ajax_tune.results import check_metric, keys_of, member_keys_of, member_own_keys
+from ajax_tune.policy import HostPolicy, episode_statistics
+from ajax_tune.population import pbt as population_pbt
+from ajax_tune.population import results as population
+from ajax_tune.results.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
+from ajax_tune.results.predict import check_metric, keys_of, member_keys_of, member_own_keys
 from ajax_tune.samplers.stats import EnvStats
-from ajax_tune.task_control import EnvContext, TaskControl
 
 __all__ = ["CurriculumError", "DivergedError", "Runner"]
 
@@ -381,6 +383,16 @@ class Runner:
         agent_state = jax.tree.map(lambda x: x[lanes], self.state.agent)
         out = jax.device_get(self._evaluators[episodes](agent_state, task_to_jax(task), jax.random.PRNGKey(seed)))
         return {"task": {k: v.tolist() for k, v in task.items()}, **{k.split("/")[-1]: np.asarray(v) for k, v in out.items()}}
+
+    def evaluation_statistics(
+        self, episodes: int = 10, task: Mapping[str, Any] | None = None, seed: int = 0, member: int | None = None
+    ) -> dict:
+        """`evaluate`'s episodes reduced to what a person reads: the task, the return's mean,
+        spread and range over every seed's episodes, each seed's mean, the mean length and, where
+        the env reports it, the success rate."""
+        out = self.evaluate(episodes, task=task, seed=seed, member=member)
+        success = out["success"] if self.env.has_success else None
+        return {"task": out["task"], **episode_statistics(out["return"], out["length"], success)}
 
     def policy(self, member: int | None = None) -> HostPolicy:
         """A numpy policy `obs -> action` of seed 0 of `member` (default: the best),

@@ -76,7 +76,7 @@ def main(argv=None) -> None:
                 [
                     sys.executable,
                     "-m",
-                    "ajax_tune.cli",
+                    "ajax_tune.cli.commands",
                     "run",
                     str(CONFIG),
                     "--name",

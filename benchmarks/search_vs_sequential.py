@@ -13,7 +13,7 @@ from a fresh process with an empty compilation cache of its own (cold):
 - `sequential`: one Python process, one `Runner` reconfigured onto each config in turn (one
   compilation; `peers/ajax_tune_sequential.py`), both CPUs;
 - `population`: `ajax-tune run` with `tune.population: 8`: the grid's 8 configs packed into one
-  trial as 8 members x 2 seeds = 16 lanes (`ajax_tune.population_search`), both CPUs.
+  trial as 8 members x 2 seeds = 16 lanes (`ajax_tune.tune.searchers`), both CPUs.
 
 Wall time is the whole command's, from its start to its exit (Ray's start included), and ratios
 are against `sequential`. Every process is traced (`benchmarks/trace/sitecustomize.py`), which

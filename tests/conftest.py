@@ -20,8 +20,9 @@ if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_BUILD_FLAG}".strip()
 
 # Every Ray the suite starts (the session's, and those of the examples, the CLI's subprocesses and
-# the cluster tests) skips the idle workers Ray prestarts for a first driver: no Tune trial runs in
-# one (see compat.LOCAL_RAY_SYSTEM_CONFIG, which `ajax-tune run` passes to its own Ray).
+# the cluster tests) skips the idle workers Ray prestarts for a first driver: Tune gives every trial
+# actor a runtime env, so no trial runs in one. This is the suite's own choice, through Ray's
+# documented `RAY_<config>` variables; ajax_tune itself leaves Ray's settings alone.
 os.environ.setdefault("RAY_prestart_worker_first_driver", "0")
 
 import jax  # noqa: E402
@@ -108,16 +109,6 @@ def ray_session():
     paths = [str(ROOT), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    from ajax_tune import compat
-
-    with compat.without_idle_head_processes():  # as `ajax-tune run` starts its Ray
-        ray.init(
-            num_cpus=cpus_per_worker(),
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-            _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG,
-        )
-    compat.stop_log_monitor()  # with log_to_driver off it polls the workers' logs for nobody
+    ray.init(num_cpus=cpus_per_worker(), include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield ray
     ray.shutdown()

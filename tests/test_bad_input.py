@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from ajax_tune.cli import main
-from ajax_tune.experiment import Experiment
 from ajax_tune.runner import Runner
+from ajax_tune.tune.experiment import Experiment
 from ajax_tune.yaml_loader import load
 
 EXPERIMENT = """

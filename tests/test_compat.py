@@ -63,7 +63,7 @@ def test_tune_choices_name_every_option():
     """tune_choices.py refuses options the class does not take, reading the class's signature; that
     is exact only while no class in the table takes **kwargs."""
     from ajax_tune.imports import resolve_import
-    from ajax_tune.tune_choices import CHOICES
+    from ajax_tune.tune.choices import CHOICES
 
     for kind, choices in CHOICES.items():
         for name, choice in choices.items():
@@ -161,42 +161,6 @@ def test_local_ray_cpus():
     assert 1 <= cpus <= os.cpu_count()
 
 
-def test_the_sessions_ray_runs_without_its_log_monitor_api_server_and_autoscaler(ray_session):
-    """conftest's `compat.stop_log_monitor()` stopped the log monitor, and its Ray started under
-    `compat.without_idle_head_processes()`, so neither the dashboard's head process nor the
-    autoscaler's monitor ever ran; the GCS and the raylet run on."""
-    import psutil
-
-    def ray_children(program):
-        found = []
-        for child in psutil.Process().children(recursive=True):
-            try:
-                if child.status() != psutil.STATUS_ZOMBIE and any(program in part for part in child.cmdline()):
-                    found.append(child.pid)
-            except psutil.Error:
-                pass
-        return found
-
-    assert ray_children("log_monitor.py") == []
-    assert ray_children("dashboard/dashboard.py") == [] and ray_children("autoscaler/_private/monitor.py") == []
-    assert ray_children("raylet") and ray_children("gcs_server")
-    assert ray_session.cluster_resources()["CPU"] >= 1
-
-
-def test_without_idle_head_processes_replaces_two_node_methods_only_while_open():
-    from ray._private.node import Node
-
-    before = (Node.start_api_server, Node.start_monitor)
-    with compat.without_idle_head_processes():
-        inside = (Node.start_api_server, Node.start_monitor)
-        node = object.__new__(Node)
-        assert Node.start_monitor(node) is None
-        assert Node.start_api_server(node, include_dashboard=False, raise_on_failure=False) is None
-        assert node._webui_url is None  # what Ray's node reports for a dashboard that did not start
-    assert inside[0] is not before[0] and inside[1] is not before[1]
-    assert (Node.start_api_server, Node.start_monitor) == before
-
-
 def test_result_grid_defaults(tmp_path):
     from ray.tune import ExperimentAnalysis, ResultGrid
 
@@ -211,7 +175,7 @@ def test_tune_keys_are_tunes_own():
     """The keys experiment.py accepts as metrics besides a trial's own are keys Tune fills in."""
     from ray.tune.result import AUTO_RESULT_KEYS
 
-    from ajax_tune.experiment import TUNE_KEYS
+    from ajax_tune.tune.experiment import TUNE_KEYS
 
     assert set(AUTO_RESULT_KEYS) >= TUNE_KEYS
 
@@ -234,8 +198,8 @@ def test_no_private_api_outside_compat():
 
 
 def test_tune_reads_the_result_box_keys_from_the_trainable():
-    from ajax_tune.trainable import AjaxTrainable
-    from ajax_tune.tune_output import ResultBox
+    from ajax_tune.tune.output import ResultBox
+    from ajax_tune.tune.trainable import AjaxTrainable
 
     keys = compat.tune_result_keys(AjaxTrainable)
     assert isinstance(keys, ResultBox) and keys is getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)

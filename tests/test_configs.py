@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from ajax_tune.cli import main
-from ajax_tune.experiment import Experiment
+from ajax_tune.tune.experiment import Experiment
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 # The offline config reads a dataset that `ajax-tune collect` writes first (relative to where the

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ajax_tune.curriculum import Callback, Curriculum, CurriculumError
+from ajax_tune.curriculum.task_control import EnvContext
 from ajax_tune.envs import make_env
 from ajax_tune.errors import CheckpointError, TaskError
-from ajax_tune.task_control import EnvContext
 
 NUM_ENVS = 4
 

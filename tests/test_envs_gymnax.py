@@ -264,7 +264,7 @@ def test_ppo_trains_gymnax_cartpole_through_tune(ray_session, tmp_path):
     from ray import tune
 
     from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_dirname
+    from ajax_tune.tune.output import trial_dirname
 
     config = {
         "env": {"name": "gymnax/CartPole-v1", "task": {"length": 0.6}},

@@ -10,8 +10,8 @@ from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from ajax_tune.errors import ConfigError
-from ajax_tune.experiment import Experiment
-from ajax_tune.tune_choices import CHOICES, TuneChoice, build_scheduler, build_searcher
+from ajax_tune.tune.choices import CHOICES, TuneChoice, build_scheduler, build_searcher
+from ajax_tune.tune.experiment import Experiment
 
 TRIAL = {"env": {"name": "corridor"}, "agent": {"num_envs": 8, "unroll_length": 16}, "train": {"timesteps_per_iteration": 128}}
 

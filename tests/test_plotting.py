@@ -23,7 +23,7 @@ from ajax_tune.plotting import (
     seed_band,
     task_distribution,
 )
-from ajax_tune.tune_output import trial_dirname
+from ajax_tune.tune.output import trial_dirname
 from tests.support.helpers import corridor_config
 
 BUDGET = 4 * 8 * 16  # env steps per seed per train() in corridor_config

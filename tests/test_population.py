@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import yaml
 
-from ajax_tune import keys as K
 from ajax_tune.cli import main
 from ajax_tune.config import Config, ConfigError
-from ajax_tune.population import best_member, reduce
+from ajax_tune.population.results import best_member, reduce
+from ajax_tune.results import keys as K
 from ajax_tune.runner import Runner
 from tests.support.helpers import (
     assert_refused_before_compiling,
@@ -327,7 +327,7 @@ def test_bad_populations_are_one_line_before_compiling(population, message):
 def test_off_policy_populations_from_yaml_are_checked_before_ray_starts(name, traced, static, tmp_path):
     """An experiment file's population of SAC or DQN: members that differ in traced settings
     pass, one that changes a static setting is refused by `Experiment.load`, naming it."""
-    from ajax_tune.experiment import Experiment
+    from ajax_tune.tune.experiment import Experiment
 
     def experiment(members):
         path = tmp_path / "off.yaml"
@@ -375,7 +375,7 @@ def test_off_policy_members_train_as_their_single_runs(name):
 
 
 def test_a_yaml_trial_draws_its_population_inside_the_trial_not_through_tune():
-    from ajax_tune.experiment import Experiment
+    from ajax_tune.tune.experiment import Experiment
 
     space = {"agent": {"lr": {"peak": {"loguniform": [1e-4, 1e-2]}}}}
     trial = corridor_config(population={"size": 3, "space": space, "seed": 2})
@@ -391,7 +391,7 @@ def test_a_population_trial_through_tune(ray_session, tmp_path):
     from ray import tune
 
     from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_dirname
+    from ajax_tune.tune.output import trial_dirname
 
     space = population_config()
     space["agent"] = {**space["agent"], "clip_eps": tune.grid_search([0.1, 0.2])}

@@ -15,11 +15,11 @@ import jax
 import numpy as np
 import pytest
 
-from ajax_tune import keys as K
 from ajax_tune.config import ConfigError
 from ajax_tune.curriculum import Callback, CurriculumError
 from ajax_tune.errors import CheckpointError, TaskError
-from ajax_tune.results import result_keys
+from ajax_tune.results import keys as K
+from ajax_tune.results.predict import result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
 

@@ -14,14 +14,15 @@ import jax
 import numpy as np
 import pytest
 
-from ajax_tune import keys as K
 from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.checkpoint import nonfinite_leaves
-from ajax_tune.cli import best_member_lines, main
+from ajax_tune.cli import main
+from ajax_tune.cli.report import best_member_lines
 from ajax_tune.config import Config, ConfigError
-from ajax_tune.population import Mutation
-from ajax_tune.population_pbt import InTrialPBT, explore_value, plan
-from ajax_tune.results import result_keys
+from ajax_tune.population.pbt import InTrialPBT, explore_value, plan
+from ajax_tune.population.spec import Mutation
+from ajax_tune.results import keys as K
+from ajax_tune.results.predict import result_keys
 from ajax_tune.runner import Runner
 from ajax_tune.spaces import Domain
 from tests.support.helpers import (
@@ -295,7 +296,7 @@ def test_tunes_pbt_exploits_population_trials_whole(ray_session, tmp_path):
 
 def test_tunes_pbt_mutating_what_the_members_override_is_refused_in_one_line():
     """A mutation Tune's PBT makes to a setting every member overrides would change nothing."""
-    from ajax_tune.experiment import Experiment
+    from ajax_tune.tune.experiment import Experiment
 
     def experiment(population, mutations):
         trial = {**corridor_config(length=6), "population": population}

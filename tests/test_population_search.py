@@ -1,5 +1,5 @@
 """Searchers that see members: K suggestions of a Tune searcher packed into one population trial,
-each member reported back to the searcher as a trial of its own (`ajax_tune.population_search`)."""
+each member reported back to the searcher as a trial of its own (`ajax_tune.tune.searchers`)."""
 
 import json
 import math
@@ -9,10 +9,10 @@ import yaml
 from ray import tune
 from ray.tune.search import Searcher
 
-from ajax_tune import keys as K
 from ajax_tune.config import ConfigError
-from ajax_tune.experiment import Experiment
-from ajax_tune.population_search import PopulationSearcher, VariantSearcher, grid_points, member_result, split_suggestion
+from ajax_tune.results import keys as K
+from ajax_tune.tune.experiment import Experiment
+from ajax_tune.tune.searchers import PopulationSearcher, VariantSearcher, grid_points, member_result, split_suggestion
 from tests.support.helpers import corridor_config, import_extra
 
 METRIC = "eval/return_mean"
@@ -246,7 +246,7 @@ def test_optuna_learns_from_every_member_of_one_trial(ray_session, tmp_path):
     from optuna.storages.journal import JournalFileBackend
     from optuna.trial import TrialState
 
-    from ajax_tune.population_search import searcher_for
+    from ajax_tune.tune.searchers import searcher_for
 
     storage = JournalStorage(JournalFileBackend(str(tmp_path / "study.log")))  # read back after the fit
     experiment = Experiment.from_dict(
@@ -293,7 +293,7 @@ def test_asha_stops_a_population_trial_as_a_whole(ray_session, tmp_path):
     from ray.tune.schedulers import ASHAScheduler
 
     from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_names
+    from ajax_tune.tune.output import trial_names
 
     inner = Recorder([lr(1e-3), lr(2e-3), lr(3e-3)])
     searcher = PopulationSearcher(inner, size=2)
@@ -335,7 +335,7 @@ def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_pat
     import_extra("hyperopt", extra="hyperopt")
     from ajax_tune.cli import main
     from ajax_tune.plotting import learning_curve, load_trials, member_series
-    from ajax_tune.population_search import searcher_for
+    from ajax_tune.tune.searchers import searcher_for
 
     raw = {
         "name": "hyperopt_population",
@@ -386,7 +386,7 @@ def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_pat
 
 
 def test_the_best_members_config_when_members_were_drawn_inside_the_trial():
-    from ajax_tune.cli import best_member_lines
+    from ajax_tune.cli.report import best_member_lines
 
     row = {"population/size": 2.0, "population/best_member": 1.0}
     row |= {
@@ -403,7 +403,7 @@ def test_the_best_members_config_when_members_were_drawn_inside_the_trial():
 
 
 def test_the_best_members_config_names_its_overrides_and_what_sets_it_apart():
-    from ajax_tune.cli import best_member_lines
+    from ajax_tune.cli.report import best_member_lines
 
     members = [{"agent": {"lr": {"kind": "linear", "peak": 1e-4}}}, {"agent": {"lr": {"kind": "cosine", "peak": 3e-3}}}]
     row = {"population/size": 2.0, "population/best_member": 1.0}

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 
-from ajax_tune.agents import PPO, PPOConfig
+from ajax_tune.agents import PPO, PPOConfig, make_agent
 from ajax_tune.agents.ppo import RecurrentPPO
 from ajax_tune.cli import main
 from ajax_tune.config import ConfigError
@@ -29,7 +29,7 @@ def tiny_loop(cell="gru", env="cartpole", **loop):
     train = dict(
         total_timesteps=40 * UNROLL, timesteps_per_iteration=2 * UNROLL, eval_every=3 * UNROLL, eval_episodes=2, num_seeds=2
     )
-    return TrainLoop(env, PPO(config, env.observation_space, env.action_space), LoopConfig(**{**train, **loop}))
+    return TrainLoop(env, make_agent("ppo", config, env.observation_space, env.action_space), LoopConfig(**{**train, **loop}))
 
 
 def runner_config(**agent):
@@ -42,9 +42,12 @@ def runner_config(**agent):
 
 def test_a_recurrent_setting_builds_recurrent_ppo_and_none_leaves_ppo_as_it_was():
     space = make_env("cartpole", hide_velocities=True)
-    rec = PPO(PPOConfig(**TINY, recurrent={"cell": "lstm", "size": 8}), space.observation_space, space.action_space)
-    plain = PPO(PPOConfig(**TINY), space.observation_space, space.action_space)
-    assert type(rec) is RecurrentPPO and type(plain) is PPO
+    recurrent = PPOConfig(**TINY, recurrent={"cell": "lstm", "size": 8})
+    rec = make_agent("ppo", recurrent, space.observation_space, space.action_space)
+    plain = make_agent("ppo", PPOConfig(**TINY), space.observation_space, space.action_space)
+    assert type(rec) is RecurrentPPO and type(plain) is PPO and PPO.form(recurrent) is RecurrentPPO
+    with pytest.raises(ConfigError, match="agent.recurrent is set: build the recurrent form"):
+        PPO(recurrent, space.observation_space, space.action_space)
     assert rec.metric_keys == plain.metric_keys and rec.reset_modes == plain.reset_modes
     assert not hasattr(plain, "init_carry")
     carry = rec.init_carry(3)
@@ -80,7 +83,7 @@ def test_the_replay_computes_flaxs_cell(cell):
     flax's cell applied step by step: the same arithmetic, its matrix products of other shapes
     (so summed in another order: within a few float32 roundings, not bit for bit)."""
     env = make_env("cartpole", hide_velocities=True)
-    agent = PPO(PPOConfig(**TINY, recurrent={"cell": cell, "size": 8}), env.observation_space, env.action_space)
+    agent = RecurrentPPO(PPOConfig(**TINY, recurrent={"cell": cell, "size": 8}), env.observation_space, env.action_space)
     params = agent.init(jax.random.key(0)).params["trunk"]
     k_obs, k_reset, k_start = jax.random.split(jax.random.key(1), 3)
     obs = jax.random.normal(k_obs, (16, 4, 2))

@@ -4,7 +4,7 @@ one program, each env of each lane with its own carry) and as Tune trials that P
 
 import numpy as np
 
-from ajax_tune import keys as K
+from ajax_tune.results import keys as K
 from ajax_tune.runner import Runner
 from tests.support.helpers import host
 

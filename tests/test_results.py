@@ -7,7 +7,7 @@ import pytest
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.config import ConfigError
 from ajax_tune.loop import TrainLoop
-from ajax_tune.results import check_metric, result_keys
+from ajax_tune.results.predict import check_metric, result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import corridor_config, tiny_off_policy_config
 
@@ -92,7 +92,7 @@ def test_declared_metric_keys_are_read_without_tracing_a_call(monkeypatch):
 def test_tune_keys_are_among_those_ray_tune_fills_in():
     from ray.tune.result import AUTO_RESULT_KEYS
 
-    from ajax_tune.keys import TUNE_KEYS
+    from ajax_tune.results.keys import TUNE_KEYS
 
     assert set(TUNE_KEYS) <= set(AUTO_RESULT_KEYS)
     keys = result_keys(CONFIGS["ppo_sampler"], tune=True)

@@ -8,9 +8,9 @@ import pytest
 
 from ajax_tune.config import ConfigError
 from ajax_tune.curriculum import Callback, ThresholdCurriculum
+from ajax_tune.curriculum.task_control import TaskControl
 from ajax_tune.envs import TaskError
 from ajax_tune.runner import Runner
-from ajax_tune.task_control import TaskControl
 from tests.support.helpers import assert_trees_equal, corridor_config
 
 

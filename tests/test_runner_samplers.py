@@ -10,11 +10,11 @@ import pytest
 
 from ajax_tune.checkpoint import METADATA_FILE
 from ajax_tune.config import ConfigError
-from ajax_tune.experiment import Experiment
 from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.samplers import make_sampler
 from ajax_tune.samplers.heldout import HeldOut
+from ajax_tune.tune.experiment import Experiment
 from tests.support.helpers import corridor_config, tiny_off_policy_config
 
 SPACE = {"length": [4, 32]}

@@ -289,7 +289,7 @@ def test_asha_over_sac_learning_rate_with_a_point_reach_curriculum(ray_session, 
     from ray.tune.schedulers import ASHAScheduler
 
     from ajax_tune import AjaxTrainable
-    from ajax_tune.tune_output import trial_dirname
+    from ajax_tune.tune.output import trial_dirname
     from tests.test_tune import fit, rows
 
     ladder = {

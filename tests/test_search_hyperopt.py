@@ -3,7 +3,7 @@ trials run the values HyperOpt's searcher suggested, not Tune's own random draws
 
 import pytest
 
-from ajax_tune.experiment import Experiment, build_searcher
+from ajax_tune.tune.experiment import Experiment, build_searcher
 from tests.support.helpers import corridor_config, import_extra
 
 import_extra("hyperopt", extra="hyperopt")

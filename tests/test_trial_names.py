@@ -7,7 +7,7 @@ from ray import tune
 from ray.tune.experiment import Trial
 
 from ajax_tune import AjaxTrainable, trial_names
-from ajax_tune.tune_output import describe_values
+from ajax_tune.tune.output import describe_values
 from tests.support.helpers import corridor_config
 
 UNREADABLE = re.compile(r"[{}'\",:\s]")  # braces, quotes, commas, colons, spaces

@@ -1,12 +1,13 @@
-"""A trial's own record of its results (ajax_tune/trial_record.py): every iteration exactly once,
+"""A trial's own record of its results (ajax_tune/results/record.py): every iteration exactly once,
 in order, through a real kill of the trial's process and the restore that follows."""
 
 import pandas as pd
 import pytest
 from ray import tune
 
-from ajax_tune import AjaxTrainable, trial_record
-from ajax_tune.tune_output import trial_dirname
+from ajax_tune import AjaxTrainable
+from ajax_tune.results import record as trial_record
+from ajax_tune.tune.output import trial_dirname
 from tests.support.helpers import corridor_config
 
 BUDGET = 8 * 16 * 4  # env steps per seed per train() in corridor_config

@@ -14,7 +14,7 @@ from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 
 from ajax_tune import AjaxTrainable, Runner
 from ajax_tune.schedules import Schedule, learning_rate
-from ajax_tune.tune_output import trial_dirname
+from ajax_tune.tune.output import trial_dirname
 from tests.support.helpers import assert_trees_equal, corridor_config
 
 pytestmark = pytest.mark.usefixtures("ray_session")

@@ -12,8 +12,9 @@ import pytest
 from ray import tune
 from ray.tune.schedulers import PopulationBasedTraining
 
-from ajax_tune import AjaxTrainable, Runner, trial_record
-from ajax_tune.tune_output import trial_dirname
+from ajax_tune import AjaxTrainable, Runner
+from ajax_tune.results import record as trial_record
+from ajax_tune.tune.output import trial_dirname
 from tests.support.helpers import corridor_config
 from tests.test_tune import BUDGET, CollectResults, fit, rows
 

@@ -15,8 +15,8 @@ from ray import tune
 from wandb.proto import wandb_internal_pb2
 
 from ajax_tune import AjaxTrainable, compat
-from ajax_tune.tune_output import trial_dirname
-from ajax_tune.wandb_logging import _EnvStepLoggingActor, wandb_callback
+from ajax_tune.tune.output import trial_dirname
+from ajax_tune.tune.wandb_logging import _EnvStepLoggingActor, wandb_callback
 from tests.support.helpers import corridor_config
 
 BUDGET = 4 * 8 * 16  # env steps per seed per train() in corridor_config

@@ -23,8 +23,9 @@ AGENTS = {
 
 
 def make_agent(name: str, config, observation_space, action_space):
+    """The agent `name` builds for `config` (in the form the config selects)."""
     agent_cls, _ = AGENTS[name]
-    return agent_cls(config, observation_space, action_space)
+    return agent_cls.form(config)(config, observation_space, action_space)
 
 
 __all__ = [

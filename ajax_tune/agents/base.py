@@ -143,6 +143,12 @@ class AgentBase:
         self.num_envs = config.num_envs
         self.unroll_length = config.unroll_length
 
+    @classmethod
+    def form(cls, config: Any) -> type:
+        """The class that builds an agent of `config`: this one, or one of its forms that a
+        setting selects (PPO with `recurrent` set is `RecurrentPPO`)."""
+        return cls
+
     def with_hparams(self, state: Any, config: Any) -> Any:
         return state.replace(hp=replace_hparams(state.hp, config))
 

@@ -1,6 +1,6 @@
 """Curricula: RLlib's `env_task_fn` API, callbacks, and the built-in ones.
 
-After every `train()` the trial's `Curriculum` (`ajax_tune.curriculum.member`) hands the result
+After every `train()` the trial's `Curriculum` (`ajax_tune.curriculum.curriculum`) hands the result
 to `env_task_fn(train_results, task_settable_env, env_ctx)` and then to each callback's
 `on_train_result(control, result)`, where `control` is the trial's `TaskControl`: its tasks
 (`get_task`, `set_task`, `num_envs`, `task_spec`, `validate_task`, `levels`), never the runner.
@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from ajax_tune import keys
 from ajax_tune.config import ConfigError, resolve_import
-from ajax_tune.curriculum.member import Curriculum, CurriculumError
-from ajax_tune.levels import level_list
-from ajax_tune.task_control import EnvContext, TaskControl, TaskSettableEnv
+from ajax_tune.curriculum.curriculum import Curriculum, CurriculumError
+from ajax_tune.curriculum.task_control import EnvContext, TaskControl, TaskSettableEnv
+from ajax_tune.envs.level_list import level_list
+from ajax_tune.results import keys
 
 __all__ = [
     "Callback",

@@ -1,7 +1,7 @@
 """The host's reduction of one call's output to a result: plain floats under stable keys.
 
 `summarize` turns a `CallOutput` (fixed-shape rows, `[lanes, updates]` per key, and the agent's
-health) into the floats a result reports, under the names `ajax_tune.keys` declares: the latest
+health) into the floats a result reports, under the names `ajax_tune.results.keys` declares: the latest
 evaluation's mean, spread and per-seed values, the evaluation before the run's first update where
 it ran, the agent's metrics, the task at the end of the call, and whether anything stopped being
 finite (`Health`).
@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from ajax_tune import keys
 from ajax_tune.loop.state import CallOutput
+from ajax_tune.results import keys
 
 #: The rows of the held-out set (per lane and task) in the order of `keys.HELDOUT_NAMES`.
 HELDOUT_ROWS = ("eval/heldout/return", "eval/heldout/success")

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from ajax_tune.envs.level_list import level_list
 from ajax_tune.errors import ConfigError, TaskError
-from ajax_tune.levels import level_list
 
 
 class TaskSpace:

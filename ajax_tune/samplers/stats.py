@@ -13,8 +13,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ajax_tune.keys import HISTOGRAM_PREFIX
 from ajax_tune.loop.state import CallStats
+from ajax_tune.results.keys import HISTOGRAM_PREFIX
 
 MAX_HISTOGRAM_BINS = 16
 

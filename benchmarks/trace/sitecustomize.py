@@ -24,11 +24,11 @@ PATH = os.environ.get("AJAX_TUNE_BENCH_TRACE")
 # Modules whose import is timed (the first import of each in a process).
 IMPORTS = (
     "ajax_tune",
-    "ajax_tune.cli",
-    "ajax_tune.experiment",
+    "ajax_tune.cli.commands",
+    "ajax_tune.tune.experiment",
     "ajax_tune.config",
     "ajax_tune.runner",
-    "ajax_tune.trainable",
+    "ajax_tune.tune.trainable",
     "ajax_tune.agents",
     "ajax_tune.loop",
     "ajax_tune.checkpoint",
@@ -53,13 +53,13 @@ IMPORTS = (
 
 # Functions timed once their module has loaded: module -> [(object path, label)].
 CALLS = {
-    "ajax_tune.experiment": [("Experiment.load", "validate"), ("Experiment.tuner", "build_tuner")],
-    "ajax_tune.cli": [("_start_ray", "ray_start_call"), ("_wait_for_ray", "ray_wait"), ("_report", "report")],
+    "ajax_tune.tune.experiment": [("Experiment.load", "validate"), ("Experiment.tuner", "build_tuner")],
+    "ajax_tune.cli.commands": [("_start_ray", "ray_start_call"), ("_wait_for_ray", "ray_wait"), ("_report", "report")],
     # Ray's start itself (in a background thread where the CLI starts it so) and its stop
-    "ajax_tune.launch": [("start_local_ray", "ray_start"), ("join_ray", "ray_start"), ("stop_local_ray", "ray_stop")],
+    "ajax_tune.cli.launch": [("start_local_ray", "ray_start"), ("join_ray", "ray_start"), ("stop_local_ray", "ray_stop")],
     "ray.tune.tuner": [("Tuner.fit", "tuner_fit")],
     "ray.tune.trainable.trainable": [("Trainable.train", "tune_train")],
-    "ajax_tune.trainable": [
+    "ajax_tune.tune.trainable": [
         ("AjaxTrainable.setup", "trial_setup"),
         ("AjaxTrainable.step", "trial_step"),
         ("AjaxTrainable.reset_config", "trial_reset_config"),

@@ -23,6 +23,7 @@ from ajax_tune.agents.ppo.config import PPOConfig, PPOHparams
 from ajax_tune.agents.ppo.losses import gae, positive_advantage, ppo_loss
 from ajax_tune.agents.shuffle import permutation
 from ajax_tune.envs.base import EnvState
+from ajax_tune.errors import ConfigError
 
 
 @struct.dataclass
@@ -61,13 +62,14 @@ class PPO(AgentBase):
         if form is not None:
             PPO.forms[form] = cls
 
-    def __new__(cls, config: PPOConfig | None = None, *args, **kwargs):
-        # One agent name, two forms: a config with `recurrent` set builds the recurrent one.
-        if cls is PPO and getattr(config, "recurrent", None) is not None:
-            cls = PPO.forms["recurrent"]
-        return super().__new__(cls)
+    @classmethod
+    def form(cls, config: PPOConfig) -> type:
+        """One agent name, two forms: a config with `recurrent` set builds the recurrent one."""
+        return PPO.forms["recurrent"] if cls is PPO and config.recurrent is not None else cls
 
     def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
+        if type(self) is PPO and config.recurrent is not None:
+            raise ConfigError("agent.recurrent is set: build the recurrent form, PPO.form(config), or use make_agent")
         super().__init__(config)
         self.obs_shape = tuple(observation_space.shape)
         self.dist = for_space(action_space)

@@ -14,11 +14,12 @@ from typing import Any
 from ray import tune
 from ray.tune.execution.placement_groups import PlacementGroupFactory
 
-from ajax_tune import compat, trial_record
+from ajax_tune import compat
 from ajax_tune.checkpoint import find_complete, read_metadata
 from ajax_tune.config import Config
 from ajax_tune.jax_setup import configure_jax
-from ajax_tune.tune_output import ResultBox, end_quietly_on_sigterm, trial_dirname, trial_names
+from ajax_tune.results import record as trial_record
+from ajax_tune.tune.output import ResultBox, trial_dirname, trial_names
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +67,6 @@ class AjaxTrainable(tune.Trainable):
         self.runner.restore(chosen)
         if directory := compat.trial_storage_dir(self):
             trial_record.rewind(directory, self.runner.iteration)
-
-    def cleanup(self) -> None:
-        end_quietly_on_sigterm()
 
     def reset_config(self, new_config: dict[str, Any]) -> bool:
         self.runner.trial_id, self.runner.trial_name = self.trial_id, self.trial_name

@@ -22,8 +22,7 @@ import pickle
 
 from ajax_tune import compat
 from ajax_tune.checkpoint import incomplete_reason, newest_complete, read_metadata, sorted_checkpoints
-from ajax_tune.errors import CheckpointError
-from ajax_tune.launch import LaunchError
+from ajax_tune.errors import CheckpointError, LaunchError
 
 TUNER_FILE = "tuner.pkl"
 TRAINABLE = "AjaxTrainable"

@@ -1,19 +1,13 @@
-"""What a Tune user sees of a trial: its name, the box Tune prints when it ends, a quiet exit.
+"""What a Tune user sees of a trial: its name and the box Tune prints when it ends.
 
 Tune decides these through hooks a trainable barely controls: trial names come only from
-`TuneConfig` (hence `trial_names()`), the end-of-trial box from a class attribute Tune reads, and a
-stopped worker's exit from Ray's SIGTERM handler. They live here so that `trainable.py` stays a
-thin shell over the `Runner`.
+`TuneConfig` (hence `trial_names()`), the end-of-trial box from a class attribute Tune reads.
+They live here so that `trainable.py` stays a thin shell over the `Runner`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
-import sys
-import threading
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -50,30 +44,6 @@ class ResultBox(Collection):
 
     def __len__(self) -> int:
         return len(self.keys)
-
-
-def end_quietly_on_sigterm() -> None:
-    """A stopped trial's worker exits at Ray's SIGTERM without a traceback.
-
-    When a trial stops (ASHA pruned it, or it finished), Tune frees its placement group and Ray
-    sends the worker a SIGTERM. Ray's handler raises SystemExit wherever Python happens to be,
-    so a healthy trial may print `SystemExit: 1` with a traceback on the driver. Once `stop`
-    has run there is nothing left to finish: flush the logs and exit at once. Only in a Ray
-    actor's main thread; a driver, a notebook or a test calling `stop()` keeps its handler."""
-    import ray
-
-    if threading.current_thread() is not threading.main_thread() or not ray.is_initialized():
-        return
-    if ray.get_runtime_context().get_actor_id() is None:
-        return
-
-    def exit_now(signum, frame):
-        for stream in (sys.stdout, sys.stderr):
-            with contextlib.suppress(OSError, ValueError):  # a closed log file
-                stream.flush()
-        os._exit(1)
-
-    signal.signal(signal.SIGTERM, exit_now)
 
 
 # -- trial names ----------------------------------------------------------------------------------

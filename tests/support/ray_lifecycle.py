@@ -1,5 +1,5 @@
-"""The two background-Ray scenarios of `tests/test_fixed_costs.py`, each run in a fresh process
-(`python -m tests.support.background_ray SCENARIO DIR`), because what they check, that no Ray is
+"""The Ray-lifecycle scenarios of `tests/test_ray_lifecycle.py`, each run in a fresh process
+(`python -m tests.support.ray_lifecycle SCENARIO DIR`), because what they check, that no Ray is
 left, needs a process that had none: a pytest worker may share the session's Ray. Prints one
 JSON object of what it saw."""
 
@@ -15,12 +15,10 @@ import time
 import psutil
 
 RAY_PROGRAMS = ("gcs_server", "raylet", "dashboard", "log_monitor", "monitor.py", "runtime_env", "default_worker")
-# The head node's own processes, by what their command lines hold.
-HEAD_PROGRAMS = ("gcs_server", "raylet", "log_monitor.py", "dashboard/dashboard.py", "autoscaler/_private/monitor.py")
 
 
 def ray_descendants() -> list[str]:
-    """This process's live descendants that are Ray's (the watcher `ajax_tune.reaper` is ours)."""
+    """This process's live descendants that are Ray's (the watcher `ajax_tune.cli.reaper` is ours)."""
     found = []
     for child in psutil.Process().children(recursive=True):
         try:
@@ -39,43 +37,6 @@ def ray_left_after(seconds: float) -> list[str]:
     return ray_descendants()
 
 
-class WorkerWatch:
-    """Every Ray worker process this process starts while inside, each one's titles, and which of
-    the head node's programs ran. Ray names a worker `ray::IDLE` until it hosts an actor, then
-    after the actor's class."""
-
-    def __enter__(self):
-        import threading
-
-        self.titles: dict[int, set[str]] = {}
-        self.programs: set[str] = set()  # which of HEAD_PROGRAMS ran
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
-        return self
-
-    def _watch(self) -> None:
-        while not self._stop.is_set():
-            for child in psutil.Process().children(recursive=True):
-                with contextlib.suppress(psutil.Error):
-                    argv = child.cmdline()
-                    line = " ".join(argv)
-                    self.programs.update(p for p in HEAD_PROGRAMS if p in line)
-                    title = argv[0] if argv else ""
-                    worker = title.startswith("ray::") and not title.endswith("Agent")  # the node's agents are not workers
-                    if worker or (len(argv) > 1 and argv[1].endswith("default_worker.py")):
-                        self.titles.setdefault(child.pid, set()).add(title)
-            time.sleep(0.05)
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def idle_only(self) -> list[int]:
-        """Workers that never hosted anything: prestarted ones, which no Tune trial uses."""
-        return [pid for pid, titles in self.titles.items() if not any(t.startswith("ray::Ajax") for t in titles)]
-
-
 def run(argv: list[str]) -> tuple[int, str, str]:
     from ajax_tune.cli import main
 
@@ -86,11 +47,11 @@ def run(argv: list[str]) -> tuple[int, str, str]:
 
 
 def failing_start(directory: pathlib.Path) -> dict:
-    """The Tuner's construction fails while Ray starts beside it, as a bad callback would."""
+    """The Tuner's construction fails after Ray started, as a bad callback would."""
     import ray
 
     from ajax_tune.errors import ConfigError
-    from ajax_tune.experiment import Experiment
+    from ajax_tune.tune.experiment import Experiment
 
     before = {"ray_initialized": ray.is_initialized(), "ray_processes": ray_descendants()}
     started = []
@@ -98,9 +59,6 @@ def failing_start(directory: pathlib.Path) -> dict:
 
     def tuner(self, *args, **kwargs):
         real_tuner(self, *args, **kwargs)
-        deadline = time.monotonic() + 60
-        while not ray_descendants() and time.monotonic() < deadline:  # Ray's processes are starting beside us
-            time.sleep(0.1)
         started.append(bool(ray_descendants()))
         raise ConfigError("wandb.project: refused here, after every check passed")
 
@@ -127,17 +85,13 @@ def finishing_run(directory: pathlib.Path) -> dict:
         "trial: {env: {name: corridor}, agent: {num_envs: 8, unroll_length: 16}, "
         "train: {total_timesteps: 256, timesteps_per_iteration: 128, eval_episodes: 2}}\nstop: {training_iteration: 2}\n"
     )
-    with WorkerWatch() as workers:
-        code, out, _ = run(["run", str(config), "--storage-path", str(directory / "r"), "--no-plots", "--num-cpus", "2"])
+    code, out, _ = run(["run", str(config), "--storage-path", str(directory / "r"), "--no-plots", "--num-cpus", "2"])
     rows = [line for line in next((directory / "r").glob("small/*/result.json")).read_text().splitlines() if line.strip()]
     return {
         "before": before,
         "code": code,
         "reported_best": "Best trial:" in out,
         "rows": len(rows),
-        "workers": len(workers.titles),
-        "idle_workers": workers.idle_only(),
-        "head_programs": sorted(workers.programs),
         "ray_initialized_after": ray.is_initialized(),
         "ray_processes_after": ray_left_after(10),
     }

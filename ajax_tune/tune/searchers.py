@@ -46,12 +46,12 @@ from typing import Any
 import numpy as np
 from ray.tune.search import Searcher
 
-from ajax_tune import keys as K
 from ajax_tune.config import resolve_agent
 from ajax_tune.errors import ConfigError
 from ajax_tune.fields import field_kind
 from ajax_tune.loop import LoopConfig
-from ajax_tune.population import MEMBER_SECTIONS, PER_MEMBER_INIT, merge
+from ajax_tune.population.spec import MEMBER_SECTIONS, PER_MEMBER_INIT, merge
+from ajax_tune.results import keys as K
 
 logger = logging.getLogger(__name__)
 
@@ -339,7 +339,7 @@ def searcher_for(section) -> PopulationSearcher:
     """The experiment's search (`tune.search`, default random) wrapped to pack `tune.population`
     suggestions per trial, with the batch-aware option where the searcher has one. Its options
     are checked first as `check_population_search` checks them (without building anything)."""
-    from ajax_tune.tune_choices import build_searcher, check_population_search, parse_choice
+    from ajax_tune.tune.choices import build_searcher, check_population_search, parse_choice
 
     random = check_population_search(section)
     spec = parse_choice("search", section.search)

@@ -26,7 +26,7 @@ syntax (for PBT a plain list is a set of choices; PB2 takes `[lo, hi]` bounds).
 
 `search` and `scheduler` are a name, or a mapping with `name` and the options of that class,
 written inline (`{name: asha, max_t: 12}`) or under `kwargs` (`{name: optuna, kwargs: {seed: 3}}`).
-Both come from one table, `ajax_tune.tune_choices.CHOICES`, and their options are checked against
+Both come from one table, `ajax_tune.tune.choices.CHOICES`, and their options are checked against
 the class's own signature.
 
 Everything is validated in one place (`Experiment.from_dict`) before Ray starts: every section's
@@ -49,14 +49,14 @@ from typing import Any
 
 import yaml
 
-from ajax_tune import keys as K
 from ajax_tune import yaml_loader
 from ajax_tune.config import ConfigError, check_keys, parse_section
 from ajax_tune.fields import config_section, static
 from ajax_tune.imports import did_you_mean
-from ajax_tune.results import check_metric
+from ajax_tune.results import keys as K
+from ajax_tune.results.predict import check_metric
 from ajax_tune.spaces import Domain, domains, has_grid, parse_spaces, sample, to_tune
-from ajax_tune.tune_choices import (
+from ajax_tune.tune.choices import (
     CHOICES,
     build_scheduler,
     build_searcher,
@@ -227,13 +227,13 @@ class Experiment:
     def tuner(self, storage_path: str | None = None, callbacks: list | None = None):
         from ray import tune
 
-        from ajax_tune.trainable import AjaxTrainable
-        from ajax_tune.tune_output import trial_names
+        from ajax_tune.tune.output import trial_names
+        from ajax_tune.tune.trainable import AjaxTrainable
 
         section = self.tune
         search = CHOICES["search"][section.search["name"]]
         if section.population:
-            from ajax_tune.population_search import searcher_for
+            from ajax_tune.tune.searchers import searcher_for
 
             # num_samples counts configs (each grid point num_samples times): the wrapper stops there
             search_alg, num_samples, limit = searcher_for(section), self.num_configs(), section.max_concurrent_trials or None
@@ -396,7 +396,7 @@ def trial_checks(trial: dict, metrics: Mapping[str, str], paths: Mapping[str, li
     against the config's sections and their keys."""
     from ajax_tune.build import build_loop, build_run
     from ajax_tune.memory import check_state_fits
-    from ajax_tune.results import keys_of
+    from ajax_tune.results.predict import keys_of
     from ajax_tune.runner import Runner
 
     cfg = Runner.check(trial)

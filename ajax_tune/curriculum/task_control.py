@@ -22,8 +22,8 @@ import jax
 import numpy as np
 
 from ajax_tune.envs.base import flatten_task
+from ajax_tune.envs.level_list import Levels
 from ajax_tune.errors import TaskError
-from ajax_tune.levels import Levels
 
 
 class StateOwner(Protocol):

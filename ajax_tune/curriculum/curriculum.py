@@ -19,12 +19,12 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ajax_tune import keys
+from ajax_tune.curriculum.task_control import EnvContext, TaskControl, TaskSettableEnv
 from ajax_tune.envs.base import flatten_task
 from ajax_tune.errors import CheckpointError, TaskError
+from ajax_tune.results import keys
 from ajax_tune.samplers import TaskHistogram, TaskSampler
 from ajax_tune.samplers.stats import EnvStats
-from ajax_tune.task_control import EnvContext, TaskControl, TaskSettableEnv
 
 
 class CurriculumError(RuntimeError):

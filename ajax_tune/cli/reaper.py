@@ -1,4 +1,4 @@
-"""Clear up after an `ajax-tune` process that was killed: `python -m ajax_tune.reaper PID`.
+"""Clear up after an `ajax-tune` process that was killed: `python -m ajax_tune.cli.reaper PID`.
 
 When a driver that started its own Ray is killed (SIGKILL, an OOM kill), the kernel takes its
 GCS server and raylet with it, but Ray's dashboard and runtime-env agents outlive them: they

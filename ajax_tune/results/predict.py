@@ -4,7 +4,7 @@ metric named against them.
 A curriculum, `tune.metric`, a stop condition or a checkpoint score may name a result key; a
 name that no result has would make a trial wait for ever, or fail inside it after compiling.
 `result_keys(config)` lists every key `Runner.train` reports for `config` (the same keys every
-iteration) from the vocabulary in `ajax_tune.keys` and the trial's parts: no row is faked and
+iteration) from the vocabulary in `ajax_tune.results.keys` and the trial's parts: no row is faked and
 nothing compiles. The agent's own metrics come from its `metric_keys` where it declares them;
 otherwise its update is traced once (`jax.eval_shape`, no compilation) to learn them.
 `check_metric(metric, keys, who)` refuses a name outside them, suggesting the nearest key.
@@ -18,12 +18,12 @@ from collections.abc import Collection, Mapping
 import jax
 import jax.numpy as jnp
 
-from ajax_tune import keys as K
 from ajax_tune.build import RunParts, build_loop, build_run
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.summary import LOOP_ROWS
-from ajax_tune.population import population_keys
+from ajax_tune.population.results import population_keys
+from ajax_tune.results import keys as K
 
 
 def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[str]:

@@ -21,17 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ajax_tune import compat
-from ajax_tune.errors import ConfigError
+from ajax_tune.errors import ConfigError, LaunchError
 
 LOCK_FILE = ".ajax-tune.lock"
 AUTH_HELP = (
     "set RAY_AUTH_MODE=token and the cluster's token on this machine (in ~/.ray/auth_token, "
     "RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH; `ray get-auth-token` on the head prints it)"
 )
-
-
-class LaunchError(Exception):
-    """Something about where or how to run that the user must change (a one-line message)."""
 
 
 # -- storage and the experiment lock -------------------------------------------------------------
@@ -209,89 +205,27 @@ def name_local_auth_mode() -> None:
 
 
 def start_local_ray(num_cpus: int | None) -> None:
-    """A Ray of our own, with a watcher that clears what Ray leaves behind if we are killed."""
+    """A Ray of our own (`address="local"`: never one that `ray start` left registered on this
+    machine), with a reaper that clears what Ray leaves behind if this driver is killed."""
     import ray
 
     global _REAPER
     if _REAPER is None:
         _REAPER = subprocess.Popen(
-            [sys.executable, "-m", "ajax_tune.reaper", str(os.getpid())],
+            [sys.executable, "-m", "ajax_tune.cli.reaper", str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-    # "local": a new instance of our own, never one that `ray start` left registered on this machine.
-    with compat.without_idle_head_processes():
-        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, _system_config=compat.LOCAL_RAY_SYSTEM_CONFIG)
-
-
-def start_local_ray_in_background(num_cpus: int | None) -> Callable[[], None]:
-    """`start_local_ray` in a thread, so that the driver builds its Tuner (importing Ray Tune,
-    which validation leaves out where it can) while Ray's processes start (most of `ray.init` is
-    waiting for them). Returns `wait`: it blocks until Ray is up and
-    raises what the start raised. Called only after every check of the experiment has passed, so
-    a refused config never starts a Ray (nor waits for one).
-
-    The thread lives until `stop_local_ray`: Ray ties each process it starts to the death of its
-    parent, and on Linux that parent is the thread that started it, so Ray's processes would be
-    killed the moment a thread that had finished starting them ended."""
-    import logging
-    import threading
-
-    global _RAY_THREAD_RELEASE
-    compat.set_driver_sigterm_handler()  # what ray.init sets when it runs in the main thread
-    quiet = _DropMessage(compat.OFF_MAIN_THREAD_WARNING)
-    logger = logging.getLogger(compat.RAY_WORKER_LOGGER)
-    logger.addFilter(quiet)
-    failure: list[BaseException] = []
-    ready, release = threading.Event(), threading.Event()
-    _RAY_THREAD_RELEASE = release
-
-    def start() -> None:
-        try:
-            start_local_ray(num_cpus)
-        except BaseException as exc:  # handed to the main thread by `wait`
-            failure.append(exc)
-        finally:
-            ready.set()
-        release.wait()  # Ray's processes die with this thread
-
-    threading.Thread(target=start, name="ajax-tune-ray", daemon=True).start()
-
-    def wait() -> None:
-        ready.wait()
-        logger.removeFilter(quiet)
-        if failure:
-            raise failure[0]
-
-    return wait
-
-
-_RAY_THREAD_RELEASE = None  # set to let the thread that started a background Ray end
-
-
-class _DropMessage:
-    """A logging filter that drops the records whose message contains `text`."""
-
-    def __init__(self, text: str):
-        self.text = text
-
-    def filter(self, record) -> bool:
-        return self.text not in record.getMessage()
+    ray.init(address="local", num_cpus=num_cpus, include_dashboard=False)
 
 
 def stop_local_ray() -> None:
-    """Stop the local Ray of this run as soon as its results are reported: every process told at
-    once (`compat.stop_local_ray_at_once`), not one after another at interpreter exit."""
+    """Stop the local Ray of this run once its results are reported."""
     import ray
 
-    global _RAY_THREAD_RELEASE
-    if ray.is_initialized():
-        compat.stop_local_ray_at_once()
-    if _RAY_THREAD_RELEASE is not None:
-        _RAY_THREAD_RELEASE.set()
-        _RAY_THREAD_RELEASE = None
+    ray.shutdown()
 
 
 def join_ray(address: str) -> None:

@@ -38,9 +38,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune import compat
-from ajax_tune import keys as K
 from ajax_tune.errors import CheckpointError
-from ajax_tune.population import PBT, Mutation, draw_domain, setting_override, setting_value, setting_values
+from ajax_tune.population.spec import PBT, Mutation, draw_domain, setting_override, setting_value, setting_values
+from ajax_tune.results import keys as K
 
 
 def _take_lanes(state, index, salts):
