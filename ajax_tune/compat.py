@@ -11,6 +11,7 @@ and the command line without importing JAX.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -183,6 +184,30 @@ def load_experiment_state(text: str) -> dict:
     return _private("ray.tune.utils.serialization", "_loads_with_cloudpickle", "ray")(text)
 
 
+def experiment_trials(state: dict) -> list:
+    """The trials of a decoded snapshot as Tune's `Trial` objects, with their run metadata
+    (checkpoint manager, last result), ready to be changed and written back."""
+    trial_class = _private("ray.tune.experiment.trial", "Trial", "ray")
+    trials = []
+    for trial_json, metadata_json in state["trial_data"]:
+        trial = trial_class.from_json_state(trial_json, stub=True)
+        trial.restore_run_metadata(metadata_json)
+        trial.stub = False  # stub only spared loading the trainable; the rewritten state is a real trial
+        trials.append(trial)
+    return trials
+
+
+def trial_finished(trial: Any) -> bool:
+    """Whether a `Trial` of a snapshot has terminated."""
+    return trial.status == _private("ray.tune.experiment.trial", "Trial", "ray").TERMINATED
+
+
+def encode_experiment_state(state: dict, trials: list) -> str:
+    """A snapshot with `trials` written back, encoded as Tune writes it."""
+    encoder = _private("ray.tune.utils.serialization", "TuneFunctionEncoder", "ray")
+    return json.dumps({**state, "trial_data": [trial.get_json_state() for trial in trials]}, cls=encoder)
+
+
 def training_result(checkpoint: Any, metrics: dict) -> Any:
     """What a trial's checkpoint manager registers: a checkpoint with the result it was saved at."""
     return _private("ray.train._internal.session", "_TrainingResult", "ray")(checkpoint=checkpoint, metrics=metrics)
@@ -207,6 +232,29 @@ def set_latest_checkpoint_result(manager: Any, result: Any) -> None:
     if not hasattr(manager, "_latest_checkpoint_result"):
         raise _gone("the checkpoint manager's `_latest_checkpoint_result`", "ray")
     manager._latest_checkpoint_result = result  # noqa: SLF001
+
+
+# -- ray: Tune's variant generation (random and grid search as a Searcher, tune/searchers.py) -------
+
+
+def grid_sizes(space: dict) -> list[int]:
+    """The size of each `grid_search` in a Tune param_space (`variant_generator.parse_spec_vars`)."""
+    import copy
+
+    _, _, grid = _private("ray.tune.search.variant_generator", "parse_spec_vars", "ray")(copy.deepcopy(dict(space)))
+    return [len(domain.categories) for _, domain in grid]
+
+
+def generate_variants(space: dict, constant_grid_search: bool, random_state: Any) -> list[dict]:
+    """One pass of Tune's own variant generation over `space`: every grid point once, random
+    domains drawn with `random_state`; each variant as Tune's flat {path tuple: value}."""
+    import copy
+
+    generate = _private("ray.tune.search.variant_generator", "generate_variants", "ray")
+    return [
+        resolved
+        for resolved, _ in generate(copy.deepcopy(space), constant_grid_search=constant_grid_search, random_state=random_state)
+    ]
 
 
 # -- ray: the trainable, the local machine, results ----------------------------------------------

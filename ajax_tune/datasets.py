@@ -178,9 +178,12 @@ def check(dataset: Dataset, env, *, continuous: bool | None = None, where: str =
     if dataset.size == 0:
         raise DatasetError(f"{prefix} is empty: it holds no transitions")
     obs_space, act_space = env.observation_space, env.action_space
-    name = dataset.env.get("id")  # the env's own name (a config may name it by import path)
-    if name and name != env.name:
-        raise DatasetError(f"{prefix} was collected in env {name!r}; this trial's env is {env.name!r}")
+    # the env's own name (`id`), and the config's name for it (`name`: a registered name, or an
+    # import path, which names no env by itself); either naming another env refuses the dataset
+    for key in ("id", "name"):
+        name = dataset.env.get(key)
+        if name and ":" not in str(name) and name != env.name:
+            raise DatasetError(f"{prefix} was collected in env {name!r} (its env.{key}); this trial's env is {env.name!r}")
     for field in ("observations", "next_observations"):
         array = getattr(dataset, field)
         if array.shape[1:] != tuple(obs_space.shape) or array.dtype != np.float32:

@@ -1,7 +1,10 @@
-"""Plots of a finished (or running) Tune experiment, read from the files Tune writes.
+"""Plots of a finished (or running) Tune experiment, read from the files its trials write.
 
-Only `progress.csv` and `params.json` are read, so this works on a copied results folder
-without Ray. Everything is drawn against `env_steps`, not `training_iteration`: under PBT Tune
+Each trial's rows come from its own record, `ajax_tune_results.jsonl` (`results/record.py`: every
+iteration once, across restores and PBT exploits, written by the trial itself), and from Tune's
+`progress.csv` only for a trial without one (a function trainable's); its labels come from
+`params.json`. Nothing else is read, so this works on a copied results folder without Ray.
+Everything is drawn against `env_steps`, not `training_iteration`: under PBT Tune
 rewinds the iteration counter after an exploit and the trial continues the donor's lineage, so
 one trial's rows are several contiguous lineage segments. An offline trial steps no env: it is
 drawn against `gradient_steps` instead. Each segment is drawn as its own line
@@ -26,6 +29,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ajax_tune.results import keys as K
+from ajax_tune.results import record
 
 STEP = "env_steps"
 OFFLINE_STEP = "gradient_steps"  # what an offline trial counts instead (it reports env_steps 0)
@@ -145,21 +149,19 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
     """
     root = pathlib.Path(experiment_dir)
     found: list[tuple[pathlib.Path, pd.DataFrame, dict[str, Any], str]] = []
-    for progress in sorted(root.glob("*/progress.csv")):
-        try:
-            frame = pd.read_csv(progress, dtype={"trial_id": str})
-        except pd.errors.EmptyDataError:
+    directories = {p.parent for pattern in (f"*/{record.FILE_NAME}", "*/progress.csv") for p in root.glob(pattern)}
+    for directory in sorted(directories):
+        frame = trial_rows(directory)
+        if frame is None or frame.empty or STEP not in frame or "timesteps_this_iter" not in frame:
             continue
-        if frame.empty or STEP not in frame or "timesteps_this_iter" not in frame:
-            continue
-        params_file = progress.parent / "params.json"
+        params_file = directory / "params.json"
         params = _flatten(json.loads(params_file.read_text())) if params_file.exists() else {}
         axis = STEP
         if offline(frame):  # drawn against its gradient updates, which `timesteps_this_iter` counts
             frame, axis = frame.assign(**{STEP: frame[OFFLINE_STEP]}), OFFLINE_STEP
-        found.append((progress.parent, frame, params, axis))
+        found.append((directory, frame, params, axis))
     if not found:
-        raise ValueError(f"no trial results (progress.csv with env_steps rows) under {root}")
+        raise ValueError(f"no trial results ({record.FILE_NAME} or progress.csv with env_steps rows) under {root}")
 
     differing = _differing_keys([params for _, _, params, _ in found])
     trials = []
@@ -175,6 +177,23 @@ def load_trials(experiment_dir: str | pathlib.Path) -> list[TrialSeries]:
         if len(trial.label) > MAX_LABEL:
             trial.label = trial.label[: MAX_LABEL - 1] + "…"
     return trials
+
+
+def trial_rows(directory: pathlib.Path) -> pd.DataFrame | None:
+    """A trial's rows: its own record where it has one, else Tune's `progress.csv`."""
+    rows = record.read(directory)
+    if rows:
+        frame = pd.DataFrame(rows)
+        if "trial_id" not in frame:
+            frame["trial_id"] = directory.name
+        return frame
+    progress = directory / "progress.csv"
+    if not progress.exists():
+        return None
+    try:
+        return pd.read_csv(progress, dtype={"trial_id": str})
+    except pd.errors.EmptyDataError:
+        return None
 
 
 def offline(frame: pd.DataFrame) -> bool:

@@ -26,7 +26,26 @@ _FLOAT = re.compile(
 
 
 class NumberLoader(yaml.SafeLoader):
-    """SafeLoader that also reads `3e-4`, `1e6` and `1.0e6` as floats."""
+    """SafeLoader that also reads `3e-4`, `1e6` and `1.0e6` as floats, and refuses a mapping that
+    names a key twice (PyYAML keeps the last one silently: a second `mode: min` would win)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                first = seen.setdefault(key, key_node)
+            except TypeError:  # an unhashable key: PyYAML's own error follows
+                continue
+            if first is not key_node:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} is written twice (lines {first.start_mark.line + 1} and {key_node.start_mark.line + 1}); "
+                    "keep one",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
 
 
 NumberLoader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT, list("-+0123456789."))

@@ -129,6 +129,8 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
     [
         ("stop=[12]", "stop must be a mapping of result key to the value that ends a trial"),
         ("stop.training_iteration=ten", "stop.training_iteration must be a number"),
+        ("stop.training_iteration=0", "stop.training_iteration must be > 0, got 0"),
+        ("stop={env_steps: -1}", "stop.env_steps must be > 0, got -1"),
         (
             "stop={training_iteraton: 3}",
             "stop.training_iteraton: metric 'training_iteraton' is not in any result; did you mean 'training_iteration'?",
@@ -189,6 +191,45 @@ def test_every_section_is_checked_before_ray_starts(experiment, capsys, override
     if "needs about" in message:
         assert "GiB of state (agent.capacity 1,000,000,000 transitions x 4 seeds" in err and "this machine has" in err
     assert not ray.is_initialized()
+
+
+def test_a_yaml_key_written_twice_is_refused(tmp_path, capsys):
+    """PyYAML keeps the second of two equal keys silently; here a second `mode` turned a
+    maximisation into a minimisation."""
+    path = tmp_path / "twice.yaml"
+    path.write_text(EXPERIMENT + "tune: {metric: eval/return_mean, mode: max}\nstop: {training_iteration: 1}\n")
+    one_line_error(capsys, main(["run", str(path)]), "key 'stop' is written twice (lines 7 and 9); keep one")
+    path.write_text(EXPERIMENT.replace("lr: 3e-3}", "lr: 3e-3, lr: 1e-3}"))
+    one_line_error(capsys, main(["run", str(path)]), "key 'lr' is written twice")
+
+
+def test_collect_out_naming_a_file(checkpoints, tmp_path, capsys):
+    (tmp_path / "taken").write_text("a file")
+    code = main(["collect", str(checkpoints / "cartpole"), "--steps", "8", "--out", str(tmp_path / "taken")])
+    one_line_error(capsys, code, f"--out {tmp_path / 'taken'} is a file; name a directory for the dataset")
+    assert (tmp_path / "taken").read_text() == "a file"
+
+
+def test_a_grid_over_whole_schedules_packs_into_populations_as_it_runs_without():
+    """A grid of mappings (whole learning-rate schedules) with tune.population: the searcher holds
+    the space, so Tune has none to merge `grid_search` back into a trial's config from. Each
+    trial config it suggests is a valid config whose members follow the grid's schedules."""
+    from ajax_tune.config import Config
+    from ajax_tune.tune.searchers import searcher_for
+
+    raw = load(EXPERIMENT)
+    raw["trial"]["agent"]["lr"] = {"grid": [{"kind": "linear", "peak": 1e-3}, {"kind": "cosine", "peak": 3e-3}]}
+    raw["tune"] = {"num_samples": 4, "population": 4}
+    experiment = Experiment.from_dict(raw)
+    assert experiment.num_configs() == 8
+    searcher = searcher_for(experiment.tune, experiment.param_space(), experiment.num_configs())
+    searcher.set_search_properties("eval/return_mean", "max", {}, num_samples=99)  # what Tune may pass: ignored
+    trials = [searcher.suggest(f"t{i}") for i in range(2)]
+    assert searcher.suggest("t2") == "FINISHED"
+    for trial in trials:
+        assert "grid_search" not in json.dumps(trial)
+        config = Config.from_dict(trial)
+        assert [(m.agent.lr.kind, m.agent.lr.peak) for m in config.members] == [("linear", 1e-3), ("cosine", 3e-3)] * 2
 
 
 def test_tunes_own_keys_and_the_trials_are_valid_metrics():

@@ -5,6 +5,7 @@ import inspect
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from ajax_tune import compat
@@ -181,20 +182,55 @@ def test_tune_keys_are_tunes_own():
 
 
 def test_no_private_api_outside_compat():
-    """Every private name of ray, jax or brax is reached through compat.py (benchmarks aside)."""
+    """Every private API of another library, imports and attribute access alike, is reached
+    through compat.py (`tests/support/private_api.py` says what counts)."""
     import pathlib
-    import re
 
-    root = pathlib.Path(compat.__file__).parent
-    private = re.compile(r"\b(ray|jax|brax)(\.\w+)*\.(_\w+)|from (ray|jax|brax)[\w.]* import .*\b_[a-z]\w*")
-    found = [
-        f"{path.relative_to(root)}: {line.strip()}"
-        for path in sorted(root.rglob("*.py"))
-        if path.name != "compat.py"
-        for line in path.read_text().splitlines()
-        if private.search(line)
+    from tests.support.private_api import private_uses
+
+    assert private_uses(pathlib.Path(compat.__file__).parent) == []
+
+
+def test_the_private_api_check_finds_each_kind_of_use(tmp_path):
+    from tests.support.private_api import private_uses
+
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "compat.py").write_text("from jax._src import xla_bridge\n")  # the one door: allowed
+    (package / "uses.py").write_text(
+        "import jax._src.core\n"
+        "from ray._private import worker\n"
+        "from ray.tune.search.variant_generator import generate_variants\n"
+        "from ray.tune.utils import _private_helper\n"
+        "from ray.tune import Tuner\n"  # public
+        "def f(manager, row):\n"
+        "    manager._checkpoint_results = []\n"
+        "    getattr(manager, '_storage')\n"
+        "    return row._replace(a=1), self_made._mine\n"  # namedtuple API, and a name of our own
+        "class Mine:\n"
+        "    def __init__(self):\n"
+        "        self._mine = 1\n"
+    )
+    found = private_uses(package)
+    assert [line.split(" ", 1)[1] for line in found] == [
+        "import jax._src.core",
+        "from ray._private import ...",
+        "from ray.tune.search.variant_generator import ...",
+        "from ray.tune.utils import ...",
+        "from ray.tune.utils import _private_helper",
+        "._checkpoint_results",
+        "getattr(..., '_storage')",
     ]
-    assert not found, found
+
+
+def test_tunes_variant_generation():
+    from ray import tune
+
+    space = {"a": tune.grid_search([1, 2, 3]), "b": {"c": tune.grid_search(["x", "y"])}, "d": tune.uniform(0, 1)}
+    assert sorted(compat.grid_sizes(space)) == [2, 3]
+    variants = compat.generate_variants(space, constant_grid_search=False, random_state=np.random.default_rng(0))
+    assert len(variants) == 6 and {v[("a",)] for v in variants} == {1, 2, 3}
+    assert all(0 <= v[("d",)] <= 1 for v in variants)
 
 
 def test_tune_reads_the_result_box_keys_from_the_trainable():

@@ -104,8 +104,20 @@ def _broken(tmp_path, **fields):
             r"is empty: it holds no transitions",
         ),
         (lambda d: _broken(d, env={"name": "cartpole", "id": "cartpole"}), r"was collected in env 'cartpole'"),
+        # the arrays fit pendulum; only the config's name for the env says otherwise
+        (lambda d: _broken(d, env={"name": "point_reach", "id": ""}), r"collected in env 'point_reach' \(its env.name\)"),
     ],
-    ids=["missing", "obs-shape", "obs-dtype", "actions-outside", "discrete-actions", "nan-row", "empty", "other-env"],
+    ids=[
+        "missing",
+        "obs-shape",
+        "obs-dtype",
+        "actions-outside",
+        "discrete-actions",
+        "nan-row",
+        "empty",
+        "other-env",
+        "other-name",
+    ],
 )
 def test_a_dataset_that_does_not_fit_is_refused_in_one_line_before_compiling(tmp_path, make, message):
     assert_refused_before_compiling(offline_config(make(tmp_path)), message)

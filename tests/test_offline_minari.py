@@ -77,7 +77,7 @@ def test_minari_datasets_that_do_not_fit_are_refused_in_one_line(local_minari, t
     write_minari("cartpole/random-v0", "CartPole-v1")
     offline = {"env": {"name": "pendulum"}, "agent": {"name": "td3bc"}}
     cases = [
-        ("minari:cartpole/random-v0", "was collected in env 'cartpole'; this trial's env is 'pendulum'"),
+        ("minari:cartpole/random-v0", "was collected in env 'cartpole' (its env.id); this trial's env is 'pendulum'"),
         ("minari:pendulum/expert-v0", "no local Minari dataset 'pendulum/expert-v0' (nothing is downloaded); local: "),
     ]
     for dataset, message in cases:

@@ -127,6 +127,29 @@ def test_lineage_segments_break_where_env_steps_do_not_continue(tmp_path):
     assert lineage_segments(frame.iloc[:0]) == []
 
 
+def test_a_trials_own_record_is_read_before_tunes_progress_csv(tmp_path):
+    """Tune's progress.csv may lose the rows logged since its last sync when a trial restarts
+    from a checkpoint, and keep rows a restore rewound; the trial's own record holds every
+    iteration once. A trial without a record (a function trainable's) is read from progress.csv."""
+    from ajax_tune.results import record
+
+    root = tmp_path / "exp"
+    lost = {"env_steps": [100, 200, 100], "timesteps_this_iter": [100] * 3, "eval/return_mean": [1.0, 2.0, 1.5]}
+    write_trial(root, "t_a", lost, {"agent": {"lr": 1e-3}})
+    for iteration, steps in enumerate([100, 200, 300, 400], start=1):
+        row = {"env_steps": steps, "timesteps_this_iter": 100, "eval/return_mean": float(iteration), "trial_id": "a"}
+        record.append(root / "t_a", iteration, row)
+    record.rewind(root / "t_a", 3)  # a restore to iteration 3, which then runs on
+    record.append(root / "t_a", 4, {"env_steps": 400, "timesteps_this_iter": 100, "eval/return_mean": 4.5, "trial_id": "a"})
+    write_trial(
+        root, "t_b", {"env_steps": [100], "timesteps_this_iter": [100], "eval/return_mean": [0.5]}, {"agent": {"lr": 3e-3}}
+    )
+    a, b = load_trials(root)
+    assert a.trial_id == "a" and [s["env_steps"].tolist() for s in a.segments] == [[100, 200, 300, 400]]
+    assert a.frame["eval/return_mean"].tolist() == [1.0, 2.0, 3.0, 4.5]
+    assert b.trial_id == "t_b" and b.frame["env_steps"].tolist() == [100]
+
+
 def test_learning_curve_skips_rows_without_evaluation_and_bands_the_seeds(tmp_path):
     (a, _) = load_trials(pbt_like(tmp_path))
     x, mean, lo, hi = learning_curve(a.segments[0])

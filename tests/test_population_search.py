@@ -264,7 +264,9 @@ def test_optuna_learns_from_every_member_of_one_trial(ray_session, tmp_path):
         }
     )
     # the option is the sampler's own (no public accessor): a pack's suggestions spread out
-    assert searcher_for(experiment.tune).searcher._sampler._constant_liar is True
+    assert (
+        searcher_for(experiment.tune, experiment.param_space(), experiment.num_configs()).searcher._sampler._constant_liar is True
+    )
     results = experiment.tuner(storage_path=str(tmp_path)).fit()
     assert results.num_errors == 0, [r.error for r in results if r.error]
     assert len(results) == 1
@@ -355,8 +357,7 @@ def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_pat
     ran = sorted(m["agent"]["lr"] for c in configs.values() for m in c["population"]["members"])
 
     experiment = Experiment.from_dict(raw)
-    alone = searcher_for(experiment.tune).searcher
-    alone.set_search_properties(METRIC, "max", experiment.param_space())
+    alone = searcher_for(experiment.tune, experiment.param_space(), experiment.num_configs()).searcher
     assert ran == sorted(alone.suggest(f"v{i}")["agent"]["lr"] for i in range(4))
     assert len(set(ran)) == 4 and all(1e-4 <= v <= 1e-2 for v in ran)
 

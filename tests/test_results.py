@@ -7,6 +7,7 @@ import pytest
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.config import ConfigError
 from ajax_tune.loop import TrainLoop
+from ajax_tune.loop.compiled import Compiled
 from ajax_tune.results.predict import check_metric, result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import corridor_config, tiny_off_policy_config
@@ -48,7 +49,7 @@ jax.monitoring.register_event_duration_secs_listener(
 @pytest.mark.parametrize("name", ["ppo_sampler", "ppo_levels_heldout_callback"])
 def test_result_keys_compile_nothing(name, monkeypatch):
     """First in this file, so that no earlier compilation in the process hides one of its own."""
-    monkeypatch.setattr(TrainLoop, "_counted_call", lambda *a: pytest.fail("the training program was traced"))
+    monkeypatch.setattr(Compiled, "_counted_call", lambda *a: pytest.fail("the training program was traced"))
     before = len(COMPILES)
     keys = result_keys(CONFIGS[name])
     assert len(COMPILES) == before

@@ -19,6 +19,8 @@ def cmd_collect(args) -> int:
     from ajax_tune import datasets
 
     out = pathlib.Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; name a directory for the dataset")
     if (out / datasets.META_FILE).exists() or (out / datasets.DATA_FILE).exists():
         raise UsageError(f"--out {out} already holds a dataset; choose another directory")
     task = parse_assignments(args.task, "--task")

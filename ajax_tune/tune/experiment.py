@@ -236,7 +236,8 @@ class Experiment:
             from ajax_tune.tune.searchers import searcher_for
 
             # num_samples counts configs (each grid point num_samples times): the wrapper stops there
-            search_alg, num_samples, limit = searcher_for(section), self.num_configs(), section.max_concurrent_trials or None
+            num_samples, limit = self.num_configs(), section.max_concurrent_trials or None
+            search_alg = searcher_for(section, space=self.param_space(), num_samples=num_samples)
         else:
             # a search that takes the limit itself has it already; Tune would only warn
             limit = None if search.concurrency else section.max_concurrent_trials or None
@@ -268,7 +269,9 @@ class Experiment:
             callbacks=callbacks or None,
             verbose=1,
         )
-        return tune.Tuner(AjaxTrainable, param_space=self.param_space(), tune_config=tune_config, run_config=run_config)
+        # a population's searcher holds the space itself (see PopulationSearcher's `space`)
+        param_space = {} if section.population else self.param_space()
+        return tune.Tuner(AjaxTrainable, param_space=param_space, tune_config=tune_config, run_config=run_config)
 
 
 # -- the sections outside `trial` ----------------------------------------------------------------
@@ -350,7 +353,16 @@ def _stop(value: Any) -> dict:
     for key, limit in value.items():
         if not isinstance(limit, (int, float)) or isinstance(limit, bool):
             raise ConfigError(f"stop.{key} must be a number (a trial ends at the first result with {key} >= it), got {limit!r}")
+        if key in COUNTERS and limit <= 0:
+            raise ConfigError(
+                f"stop.{key} must be > 0, got {limit!r}: {key} is already past it at the first result, "
+                f"so every trial would still train one iteration"
+            )
     return dict(value)
+
+
+#: Result keys that count up from the first result on: a stop at 0 or below ends nothing sooner.
+COUNTERS = frozenset({*K.TUNE_KEYS, "env_steps", "useful_env_steps", "gradient_steps", "timesteps_this_iter"} - {"timestamp"})
 
 
 WANDB_OWN = ("project", "group", "mode")

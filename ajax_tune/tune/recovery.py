@@ -15,7 +15,6 @@ This leans on Tune's trial and checkpoint-manager classes (Ray 2.x), their priva
 
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import pickle
@@ -57,18 +56,11 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
     """Rewrite the newest experiment snapshot so each unfinished trial resumes from its newest
     complete checkpoint on disk. Returns notes for the user (one line each)."""
     from ray.train import Checkpoint
-    from ray.tune.experiment.trial import Trial
-    from ray.tune.utils.serialization import TuneFunctionEncoder
 
     state_path = pathlib.Path(compat.newest_experiment_state(str(directory)))
     try:
         state = compat.load_experiment_state(state_path.read_text())
-        trials = []
-        for trial_json, metadata_json in state["trial_data"]:
-            trial = Trial.from_json_state(trial_json, stub=True)
-            trial.restore_run_metadata(metadata_json)
-            trial.stub = False  # stub only spared loading the trainable; the rewritten state is a real trial
-            trials.append(trial)
+        trials = compat.experiment_trials(state)
     except compat.CompatError:
         raise
     except Exception as exc:
@@ -78,7 +70,7 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
 
     notes, changed = [], False
     for trial in trials:
-        if trial.status == Trial.TERMINATED:
+        if compat.trial_finished(trial):
             continue
         on_disk = sorted_checkpoints(directory / trial.storage.trial_dir_name)
         newest, skipped = newest_complete(on_disk)
@@ -120,9 +112,8 @@ def point_trials_at_newest(directory: pathlib.Path) -> list[str]:
             f"knew {latest_name or 'no checkpoint'}"
         )
     if changed:
-        state["trial_data"] = [trial.get_json_state() for trial in trials]
         scratch = state_path.with_name(f".{state_path.name}.tmp")
-        scratch.write_text(json.dumps(state, cls=TuneFunctionEncoder))
+        scratch.write_text(compat.encode_experiment_state(state, trials))
         os.replace(scratch, state_path)
     return notes
 

@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 from ray.tune.search import Searcher
 
+from ajax_tune import compat
 from ajax_tune.config import resolve_agent
 from ajax_tune.errors import ConfigError
 from ajax_tune.fields import field_kind
@@ -127,10 +128,7 @@ def _unflatten(flat: Mapping[tuple, Any]) -> dict:
 
 def grid_points(space: Mapping) -> int:
     """The points of a Tune param_space's grid (1 without one): the product of its grid_search sizes."""
-    from ray.tune.search.variant_generator import parse_spec_vars
-
-    _, _, grid = parse_spec_vars(copy.deepcopy(dict(space)))
-    return math.prod(len(domain.categories) for _, domain in grid)
+    return math.prod(compat.grid_sizes(space))
 
 
 class VariantSearcher(Searcher):
@@ -161,12 +159,8 @@ class VariantSearcher(Searcher):
         if self._space is None:
             raise RuntimeError("VariantSearcher has no search space: Tune sets it from the Tuner's param_space")
         if not self._queue:
-            from ray.tune.search.variant_generator import generate_variants
-
-            variants = generate_variants(
-                copy.deepcopy(self._space), constant_grid_search=self._constant_grid_search, random_state=self._rng
-            )
-            self._queue = [_unflatten(resolved) for resolved, _ in variants]
+            variants = compat.generate_variants(self._space, self._constant_grid_search, self._rng)
+            self._queue = [_unflatten(resolved) for resolved in variants]
         return self._queue.pop(0)
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
@@ -196,9 +190,25 @@ class _Pending:
 class PopulationSearcher(Searcher):
     """Packs up to `size` suggestions of `searcher` (default: random and grid search) into each
     trial's `population.members` and reports each member back to `searcher` as its own trial.
-    See the module's docstring for what `num_samples` counts and how static settings split."""
+    See the module's docstring for what `num_samples` counts and how static settings split.
 
-    def __init__(self, searcher: Searcher | None = None, size: int = 2, max_buffered: int | None = None):
+    `space` (with `metric`, `mode` and `num_samples`) gives the searcher its search space
+    itself, for a Tuner given no `param_space`: Tune merges each trial's config into its
+    param_space, so a grid or choice whose values are mappings (whole learning-rate schedules)
+    would leave its `grid_search` beside the chosen mapping. With `space`, a `param_space` Tune
+    passes is ignored."""
+
+    def __init__(
+        self,
+        searcher: Searcher | None = None,
+        size: int = 2,
+        max_buffered: int | None = None,
+        *,
+        space: dict | None = None,
+        metric: str | None = None,
+        mode: str | None = None,
+        num_samples: int | None = None,
+    ):
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise ConfigError(f"PopulationSearcher: size must be a whole number of members >= 1, got {size!r}")
         self.searcher = searcher if searcher is not None else VariantSearcher()
@@ -213,10 +223,17 @@ class PopulationSearcher(Searcher):
         self._pending: list[_Pending] = []
         self._trials: dict[str, list[str]] = {}  # Tune's trial id -> each member's virtual id
         self._done: set[str] = set()
+        self._own_space = space
+        if space is not None:
+            self.set_search_properties(metric, mode, space, **({} if num_samples is None else {"num_samples": num_samples}))
 
     # -- Tune's protocol -------------------------------------------------------------------
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec) -> bool:
+        if self._own_space is not None:
+            config = self._own_space
+            if self._budget is not None:
+                spec.pop("num_samples", None)
         self._space = config
         if spec.get("num_samples") is not None:
             self._budget = int(spec["num_samples"])
@@ -335,10 +352,11 @@ def member_result(result: Mapping, member: int) -> dict:
 # -- from a YAML experiment's `tune` section -----------------------------------------------------
 
 
-def searcher_for(section) -> PopulationSearcher:
+def searcher_for(section, space: dict, num_samples: int) -> PopulationSearcher:
     """The experiment's search (`tune.search`, default random) wrapped to pack `tune.population`
-    suggestions per trial, with the batch-aware option where the searcher has one. Its options
-    are checked first as `check_population_search` checks them (without building anything)."""
+    suggestions per trial, with the batch-aware option where the searcher has one, holding the
+    search `space` itself (the Tuner gets none). Its options are checked first as
+    `check_population_search` checks them (without building anything)."""
     from ajax_tune.tune.choices import build_searcher, check_population_search, parse_choice
 
     random = check_population_search(section)
@@ -349,7 +367,9 @@ def searcher_for(section) -> PopulationSearcher:
         inner = build_searcher(section)  # every option checked against the class's signature
         if spec["name"] == "optuna" and "sampler" not in spec["kwargs"]:
             inner = _optuna_constant_liar(spec["kwargs"], section.seed)
-    return PopulationSearcher(inner, size=section.population)
+    return PopulationSearcher(
+        inner, size=section.population, space=space, metric=section.metric, mode=section.mode, num_samples=num_samples
+    )
 
 
 def _optuna_constant_liar(options: Mapping, default_seed: int):

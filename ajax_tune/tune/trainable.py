@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 from ray import tune
-from ray.tune.execution.placement_groups import PlacementGroupFactory
+from ray.tune import PlacementGroupFactory
 
 from ajax_tune import compat
 from ajax_tune.checkpoint import find_complete, read_metadata
@@ -37,7 +37,8 @@ class AjaxTrainable(tune.Trainable):
     def step(self) -> dict[str, Any]:
         result = self.runner.train()
         if directory := compat.trial_storage_dir(self):
-            trial_record.append(directory, self.runner.iteration, {**result, "training_iteration": self.iteration + 1})
+            row = {**result, "training_iteration": self.iteration + 1, "trial_id": self.trial_id}
+            trial_record.append(directory, self.runner.iteration, row)
         return result
 
     def save_checkpoint(self, checkpoint_dir: str) -> None:

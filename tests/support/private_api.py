@@ -15,7 +15,21 @@ from __future__ import annotations
 import ast
 import pathlib
 
-LIBRARIES = ("ray", "jax", "jaxlib", "brax", "optax", "flax", "orbax", "gymnax", "flashbax", "wandb", "gymnasium", "mujoco", "chex")
+LIBRARIES = (
+    "ray",
+    "jax",
+    "jaxlib",
+    "brax",
+    "optax",
+    "flax",
+    "orbax",
+    "gymnax",
+    "flashbax",
+    "wandb",
+    "gymnasium",
+    "mujoco",
+    "chex",
+)
 #: The modules of Ray that are its documented API; any other `ray.*` module is internal.
 PUBLIC = {
     "ray": (
