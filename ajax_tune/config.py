@@ -47,9 +47,7 @@ class EnvConfig:
         "curricula then speak level numbers (RLlib's get_task() -> int)",
     )
     level: int = init_only(0, ge=0, doc="the level training starts on (with env.levels)")
-    level_overflow: str = init_only(
-        "error", choices=("error", "clamp"), doc="a level past either end: an error, or held at the nearest level"
-    )
+    level_overflow: str = init_only("error", choices=("error", "clamp"), doc="a level past either end: an error, or clamped")
 
     def __post_init__(self):
         validate(self, "env")

@@ -125,6 +125,19 @@ class QNetwork(nn.Module):
         return MLP(self.hidden_sizes, 1, self.activation)(jnp.concatenate([obs, action], axis=-1))[..., 0]
 
 
+def deterministic_actor_critic(config, action_dim: int) -> tuple[MLP, TwinQ]:
+    """The networks of TD3-style agents (and offline ones built on them): an actor whose tanh
+    acts, and twin critics."""
+    return MLP(config.hidden_sizes, action_dim, config.activation, out_scale=0.01), TwinQ(config.hidden_sizes, config.activation)
+
+
+def init_actor_critic(actor, critic, key: jax.Array, obs_shape: tuple, action_dim: int) -> dict:
+    """Fresh parameters of `deterministic_actor_critic`'s networks, from one key."""
+    k_actor, k_q1, k_q2 = jax.random.split(key, 3)
+    obs, action = jnp.zeros((1, *obs_shape), jnp.float32), jnp.zeros((1, action_dim), jnp.float32)
+    return {"actor": actor.init(k_actor, obs), "critic": critic.init(k_q1, k_q2, obs, action)}
+
+
 class TwinQ:
     """Two critics, their parameters stacked on a leading axis of 2, valued together (`[2, ...]`)
     so the bootstrap can take their minimum (clipped double Q-learning)."""

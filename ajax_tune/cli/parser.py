@@ -112,13 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("checkpoint", help="a checkpoint directory (contains ajax_tune.json)")
     evaluate.add_argument("--episodes", type=int, default=10)
-    evaluate.add_argument(
-        "--task",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="evaluate on this task field value (default: the checkpoint's task); repeatable",
-    )
+    _task_option(evaluate, "evaluate on this task field value (default: the checkpoint's task); repeatable")
     evaluate.add_argument("--gymnasium", metavar="ENV_ID", help="run in gymnasium.make(ENV_ID) (CartPole-v1, Pendulum-v1)")
     evaluate.add_argument("--seed", type=int, default=0)
     evaluate.add_argument(
@@ -144,15 +138,17 @@ def build_parser() -> argparse.ArgumentParser:
     collect.add_argument("--steps", type=int, required=True, help="transitions to write")
     collect.add_argument("--epsilon", type=float, default=0.0, help="probability of a uniform random action at each step")
     collect.add_argument("--random", action="store_true", help="uniform random actions only (the checkpoint gives the env)")
-    collect.add_argument(
-        "--task", action="append", default=[], metavar="FIELD=VALUE", help="collect on this task field value; repeatable"
-    )
+    _task_option(collect, "collect on this task field value; repeatable")
     collect.add_argument("--num-envs", type=int, default=8, help="envs stepped in lock-step")
     collect.add_argument("--seed", type=int, default=0)
     collect.add_argument("--member", type=int, help="the member of a population whose policy acts (default: the best)")
     collect.add_argument("--out", required=True, help="the dataset directory to write (must not hold a dataset yet)")
     collect.set_defaults(handler="collect:cmd_collect")
     return parser
+
+
+def _task_option(command: argparse.ArgumentParser, help: str) -> None:
+    command.add_argument("--task", action="append", default=[], metavar="FIELD=VALUE", help=help)
 
 
 def parse_assignments(items: Sequence[str], flag: str) -> dict:

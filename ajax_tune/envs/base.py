@@ -96,6 +96,14 @@ class TaskField:
         return f"{kind} {shape} in [{self.low:g}, {self.high:g}]"
 
 
+def check_lengths(env: str, max_length: int, default_length: int) -> None:
+    """The constructor arguments of an env whose task is a length up to `max_length`."""
+    if max_length < 1:
+        raise ValueError(f"{env}: max_length must be >= 1, got {max_length}")
+    if not 1 <= default_length <= max_length:
+        raise ValueError(f"{env}: default_length must be in [1, {max_length}], got {default_length}")
+
+
 class Env(abc.ABC):
     """A pure, jittable environment whose difficulty is data.
 

@@ -20,37 +20,22 @@ import gymnasium
 import jax.numpy as jnp
 import numpy as np
 
-from ajax_tune.envs.base import Env, EnvState, TaskField
+from ajax_tune.envs.base import Env, EnvState, TaskField, check_lengths
 
 
 class Corridor(Env):
     info_keys = ("success",)
 
     def __init__(self, max_length: int = 64, max_episode_steps: int = 80, default_length: int = 8):
-        if max_length < 1:
-            raise ValueError(f"corridor: max_length must be >= 1, got {max_length}")
-        if not 1 <= default_length <= max_length:
-            raise ValueError(f"corridor: default_length must be in [1, {max_length}], got {default_length}")
         self.name = "corridor"
+        check_lengths(self.name, max_length, default_length)
         self.max_length = int(max_length)
         self.max_episode_steps = int(max_episode_steps)
         self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (2,), np.float32)
         self.action_space = gymnasium.spaces.Discrete(2)  # 0: left, 1: right
         self.task_spec = {
-            "length": TaskField(
-                default=default_length,
-                low=1,
-                high=max_length,
-                dtype=np.int32,
-                doc="cells between the start and the goal",
-            ),
-            "exit_reward": TaskField(
-                default=0.0,
-                low=0.0,
-                high=1.0,
-                dtype=np.float32,
-                doc="reward for leaving through the start; 0 keeps the door closed (a wall)",
-            ),
+            "length": TaskField(default_length, 1, max_length, np.int32, doc="cells between the start and the goal"),
+            "exit_reward": TaskField(0.0, 0.0, 1.0, doc="reward for leaving through the start; 0 keeps the door closed (a wall)"),
         }
 
     def _obs(self, position, length):

@@ -50,20 +50,8 @@ class PointReach(Env):
         self.observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (6,), np.float32)
         self.action_space = gymnasium.spaces.Box(-1.0, 1.0, (2,), np.float32)  # force along x, y
         self.task_spec = {
-            "distance": TaskField(
-                default=default_distance,
-                low=0.05,
-                high=5.0,
-                dtype=np.float32,
-                doc="initial distance from the point to the target",
-            ),
-            "radius": TaskField(
-                default=default_radius,
-                low=0.01,
-                high=2.0,
-                dtype=np.float32,
-                doc="how close the point must come to the target to succeed",
-            ),
+            "distance": TaskField(default_distance, 0.05, 5.0, doc="initial distance from the point to the target"),
+            "radius": TaskField(default_radius, 0.01, 2.0, doc="how close the point must come to the target to succeed"),
         }
         # Let the field ranges reject bad defaults with their usual message.
         self.validate_task({"distance": default_distance, "radius": default_radius})

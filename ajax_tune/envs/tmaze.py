@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ajax_tune.envs.base import Env, EnvState, TaskField
+from ajax_tune.envs.base import Env, EnvState, TaskField, check_lengths
 
 FORWARD, BACK, UP, DOWN = 0, 1, 2, 3
 
@@ -28,11 +28,8 @@ class TMaze(Env):
     info_keys = ("success",)
 
     def __init__(self, max_length: int = 64, max_episode_steps: int | None = None, default_length: int = 4):
-        if max_length < 1:
-            raise ValueError(f"tmaze: max_length must be >= 1, got {max_length}")
-        if not 1 <= default_length <= max_length:
-            raise ValueError(f"tmaze: default_length must be in [1, {max_length}], got {default_length}")
         self.name = "tmaze"
+        check_lengths(self.name, max_length, default_length)
         self.max_length = int(max_length)
         # Time enough to walk the longest corridor straight and turn, with room for a detour.
         self.max_episode_steps = int(max_episode_steps or 2 * max_length + 8)
@@ -40,10 +37,10 @@ class TMaze(Env):
         self.action_space = gymnasium.spaces.Discrete(4)
         self.task_spec = {
             "length": TaskField(
-                default=default_length,
-                low=1,
-                high=max_length,
-                dtype=np.int32,
+                default_length,
+                1,
+                max_length,
+                np.int32,
                 doc="steps from the cue to the junction: how long the cue must be remembered",
             ),
         }

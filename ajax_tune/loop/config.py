@@ -23,11 +23,7 @@ class LoopConfig:
     )
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
     eval_episodes: int = static(10, ge=1, doc="episodes of the deterministic policy per evaluation, per seed")
-    eval_at_start: bool = static(
-        False,
-        doc="evaluate the untrained policy once, before the run's first update: "
-        "eval/start/* in the first result (NaN in later ones)",
-    )
+    eval_at_start: bool = static(False, doc="evaluate the untrained policy before the first update: eval/start/* (NaN after)")
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
     reset_mode: str = static(
         "next_step",

@@ -29,7 +29,7 @@ from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.fields import ConfigError
 from ajax_tune.loop.config import LoopConfig
 from ajax_tune.loop.program import Parts, Program
-from ajax_tune.loop.state import TrainState
+from ajax_tune.loop.rollout import TRAIN_ROWS
 
 #: Folded into a lane's key for its evaluations (gradient steps fold in their own index).
 EVAL_SALT = 0x0E7A
@@ -41,7 +41,8 @@ def make_offline_program(env: EpisodeWrapper, agent, config: LoopConfig, *, num_
     steps_per_update = math.gcd(budget, config.eval_interval)
     parts = Parts(env, agent, config, venv, num_heldout, num_lanes)
 
-    def update(state: TrainState, data: ReplayTransition):
+    def update(carry, data: ReplayTransition):
+        state, stats = carry  # an offline call steps no env: its per-env statistics stay empty
         iteration = state.iteration[0]  # every lane at the same update: the cadence is a real branch
         timestep_now = (iteration * steps_per_update).astype(jnp.float32)
         # The lane's key stays as it is: gradient steps and evaluations fold in their absolute
@@ -59,28 +60,13 @@ def make_offline_program(env: EpisodeWrapper, agent, config: LoopConfig, *, num_
         nan, zero = jnp.full(lanes, jnp.nan, jnp.float32), jnp.zeros(lanes, jnp.float32)
         row = {
             **parts.evaluation_rows(state, agent_state, iteration, steps_per_update, lambda: eval_keys),
-            "train/episode_return": nan,
-            "train/episode_length": nan,
-            "train/episodes": zero,
-            "train/useful_steps": zero,
+            **dict(zip(TRAIN_ROWS, (nan, nan, zero, zero))),
             **metrics,
         }
         health = {k: v.astype(jnp.float32) for k, v in health.items()}
-        return state.replace(agent=agent_state, iteration=state.iteration + 1), (row, health)
+        return (state.replace(agent=agent_state, iteration=state.iteration + 1), stats), (row, health)
 
-    def call(state: TrainState, data: ReplayTransition):
-        start = parts.evaluate_at_start(state)
-        stats = jax.vmap(parts.empty_stats)(state.env.task)
-        state, (rows, health) = jax.lax.scan(lambda s, _: update(s, data), state, None, length=budget // steps_per_update)
-        return state, parts.output(state, stats, rows, health, start)
-
-    return Program(
-        init=parts.init,
-        call=call,
-        steps_per_update=steps_per_update,
-        updates_per_call=budget // steps_per_update,
-        num_envs=venv.num_envs,
-    )
+    return parts.program(update, steps_per_update)
 
 
 class DatasetInput:

@@ -35,7 +35,7 @@ from ajax_tune.envs.base import Task
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.fields import ConfigError
 from ajax_tune.loop.config import LoopConfig
-from ajax_tune.loop.rollout import EVAL_ROWS, make_collect, make_evaluate
+from ajax_tune.loop.rollout import EVAL_ROWS, TRAIN_ROWS, make_collect, make_evaluate
 from ajax_tune.loop.state import CallOutput, CallStats, TrainState
 
 #: Folded into a lane's key (never replacing it) for the evaluation before the first update, so
@@ -119,17 +119,12 @@ def make_program(
             )
         count = jnp.sum(episodes["count"])
         per_episode = lambda total: jnp.where(count > 0, total / jnp.maximum(count, 1.0), jnp.nan)  # noqa: E731
-        row = {
-            "train/episode_return": per_episode(jnp.sum(episodes["return_sum"])),
-            "train/episode_length": per_episode(jnp.sum(episodes["length_sum"])),
-            "train/episodes": count,
-            "train/useful_steps": jnp.sum(episodes["steps"]),
-            **metrics,
-        }
+        sums = (per_episode(jnp.sum(episodes["return_sum"])), per_episode(jnp.sum(episodes["length_sum"])))
+        row = {**dict(zip(TRAIN_ROWS, (*sums, count, jnp.sum(episodes["steps"])))), **metrics}
         health = {k: v.astype(jnp.float32) for k, v in health.items()}
         return agent_state, env_state, carry, row, health, stats
 
-    def update(carry, _):
+    def update(carry):
         state, stats = carry
         # Every lane is at the same iteration: the timestep and the evaluation cadence are not
         # batched, so conditions on them are real branches. The horizon is each lane's own.
@@ -152,20 +147,7 @@ def make_program(
         )
         return (new_state, stats), (row, health)
 
-    def call(state: TrainState) -> tuple[TrainState, CallOutput]:
-        start = parts.evaluate_at_start(state)
-        stats = jax.vmap(parts.empty_stats)(state.env.task)
-        (state, stats), (rows, health) = jax.lax.scan(update, (state, stats), None, length=budget // steps_per_update)
-        return state, parts.output(state, stats, rows, health, start)
-
-    return Program(
-        init=parts.init,
-        call=call,
-        steps_per_update=steps_per_update,
-        updates_per_call=budget // steps_per_update,
-        num_envs=venv.num_envs,
-        recurrent=recurrent,
-    )
+    return parts.program(update, steps_per_update, recurrent=recurrent)
 
 
 class Parts:
@@ -177,6 +159,29 @@ class Parts:
         self.num_heldout, self.num_lanes = num_heldout, num_lanes
         self.recurrent = is_recurrent(agent)
         self.evaluate = make_evaluate(agent, env, config.eval_episodes)
+
+    def program(self, update: Callable, steps_per_update: int, recurrent: bool = False) -> Program:
+        """The program whose call runs `update((state, stats), *inputs) -> ((state, stats), (row,
+        health))` for the call's budget, with the evaluation before the run's first update and
+        the call's output around it."""
+        updates = self.config.timesteps_per_iteration // steps_per_update
+
+        def call(state: TrainState, *inputs) -> tuple[TrainState, CallOutput]:
+            start = self.evaluate_at_start(state)
+            stats = jax.vmap(self.empty_stats)(state.env.task)
+            (state, stats), (rows, health) = jax.lax.scan(
+                lambda carry, _: update(carry, *inputs), (state, stats), None, length=updates
+            )
+            return state, self.output(state, stats, rows, health, start)
+
+        return Program(
+            init=self.init,
+            call=call,
+            steps_per_update=steps_per_update,
+            updates_per_call=updates,
+            num_envs=self.venv.num_envs,
+            recurrent=recurrent,
+        )
 
     def init(self, keys: jax.Array, task: Task) -> TrainState:
         """A fresh state of every lane. Lanes are initialised one after another (lax.map), not

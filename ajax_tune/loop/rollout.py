@@ -20,6 +20,8 @@ from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 
 #: The rows one evaluation writes (per lane: means over its episodes).
 EVAL_ROWS = ("eval/return", "eval/length", "eval/success")
+#: The rows of the episodes an update's unroll finished, and its unmasked steps.
+TRAIN_ROWS = ("train/episode_return", "train/episode_length", "train/episodes", "train/useful_steps")
 
 
 def make_collect(agent, venv: VecEnv, reset_mode: str) -> Callable:

@@ -14,6 +14,7 @@ import math
 
 import numpy as np
 
+from ajax_tune.loop.rollout import EVAL_ROWS, TRAIN_ROWS
 from ajax_tune.loop.state import CallOutput
 from ajax_tune.results import keys
 
@@ -76,6 +77,21 @@ def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",)) -> dict[str, f
     result.update(start_result(out.start))
     result.update(Health.of(out).result())
     return result
+
+
+def summary_keys(num_lanes: int, num_heldout: int, task_shapes: dict, metrics, health_parts) -> list[str]:
+    """The keys `summarize` writes for a program of these shapes: `summarize` itself, run on a
+    call's output of NaN rows (nothing traced, nothing compiled), so the keys a result holds
+    and the keys predicted for it (`results.predict`) come from the same code."""
+    nan = lambda *shape: np.full((num_lanes, 1, *shape), np.nan, np.float32)  # noqa: E731 [lanes, one update, ...]
+    rows = {"timestep": nan(), "eval/timestep": np.full((num_lanes, 1), -1.0), **{k: nan() for k in EVAL_ROWS}}
+    if num_heldout:
+        rows.update({f"eval/heldout/{k.split('/')[-1]}": nan(num_heldout) for k in EVAL_ROWS})
+    rows.update({f"task/{name}": nan() for name in keys.task_field_keys(task_shapes)})
+    rows.update({k: nan() for k in (*TRAIN_ROWS, *metrics)})
+    start = {k: v[:, 0] for k, v in rows.items() if k.startswith("eval/") and k != "eval/timestep"}
+    health = {part: np.ones((num_lanes, 1), np.float32) for part in health_parts}
+    return list(summarize(CallOutput(rows=rows, stats=None, health=health, start=start)))
 
 
 def start_result(start: dict) -> dict[str, float]:

@@ -26,6 +26,7 @@ from ajax_tune.loop.offline import DatasetInput, make_offline_program
 from ajax_tune.loop.program import make_program
 from ajax_tune.loop.state import CallOutput, TrainState
 from ajax_tune.loop.summary import summarize
+from ajax_tune.results import keys as K
 
 
 class TrainLoop:
@@ -124,18 +125,15 @@ class TrainLoop:
         offline run, gradient updates (its env steps stay 0: it steps no env to train)."""
         done = self.config.timesteps_per_iteration * self.num_lanes
         if self.dataset is None:
-            return {
-                "env_steps": self.timestep(state),
-                "useful_env_steps": self.useful_steps(state),
-                "perf/env_steps_per_s": done / elapsed,
-            }
+            return dict(zip(K.PROGRESS_KEYS, (self.timestep(state), self.useful_steps(state), done / elapsed), strict=True))
         return {
-            "env_steps": 0,
-            "useful_env_steps": 0.0,
-            "perf/env_steps_per_s": 0.0,
-            "gradient_steps": self.timestep(state),
-            "perf/gradient_steps_per_s": done / elapsed,
+            **dict(zip(K.PROGRESS_KEYS, (0, 0.0, 0.0), strict=True)),
+            **dict(zip(K.OFFLINE_KEYS, (self.timestep(state), done / elapsed), strict=True)),
         }
+
+    def progress_keys(self) -> tuple[str, ...]:
+        """The keys `progress` writes."""
+        return K.PROGRESS_KEYS if self.dataset is None else (*K.PROGRESS_KEYS, *K.OFFLINE_KEYS)
 
     def summarize(self, out: CallOutput) -> dict[str, float]:
         return summarize(out, latest=self.agent.latest_metrics)

@@ -344,6 +344,14 @@ def merge(base: Mapping, override: Mapping) -> dict:
     return out
 
 
+def member_setting(section: str, field: dataclasses.Field) -> bool:
+    """Whether members of one population may differ in `section.<field>`: its traced settings
+    and each member's seed. Everything else is static (a member that differs needs another
+    program) or read once per trial. The one rule `check_member` and the searchers that pack
+    suggestions into populations (`tune/searchers.py`) both apply."""
+    return field_kind(field) == "traced" or f"{section}.{field.name}" in PER_MEMBER_INIT
+
+
 def check_member(base, member, where: str) -> None:
     """Refuse a member that differs from the population in anything but traced settings and its
     seed, naming the first such setting."""
@@ -357,7 +365,7 @@ def check_member(base, member, where: str) -> None:
         for f in dataclasses.fields(ours):
             name = f"{section}.{f.name}"
             old, new = getattr(ours, f.name), getattr(theirs, f.name)
-            if old == new or field_kind(f) == "traced" or name in PER_MEMBER_INIT:
+            if old == new or member_setting(section, f):
                 continue
             what = "a static setting" if field_kind(f) == "static" else "a setting read once per trial"
             raise ConfigError(

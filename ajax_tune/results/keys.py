@@ -11,16 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-#: What the runner adds around a call.
-RUNNER_KEYS = (
-    "timesteps_this_iter",
-    "env_steps",
-    "useful_env_steps",
-    "perf/call_s",
-    "perf/env_steps_per_s",
-    "perf/compilations",
-    "done",
-)
+#: Where a run stands after a call (`TrainLoop.progress`).
+PROGRESS_KEYS = ("env_steps", "useful_env_steps", "perf/env_steps_per_s")
+#: What the runner adds around a call: its own keys and the loop's progress.
+RUNNER_KEYS = ("timesteps_this_iter", *PROGRESS_KEYS, "perf/call_s", "perf/compilations", "done")
 
 #: What an offline run (`train.dataset`) adds: its progress in gradient updates (its `env_steps`
 #: stay 0: it steps no env to train).

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from ajax_tune.build import RunParts, build_loop, build_run
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.loop import TrainLoop
-from ajax_tune.loop.summary import LOOP_ROWS
+from ajax_tune.loop.summary import LOOP_ROWS, summary_keys
 from ajax_tune.population.results import population_keys
 from ajax_tune.results import keys as K
 
@@ -49,19 +49,12 @@ def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
 def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     """The keys of one member's result: those of a single run of its config."""
     metrics, health = agent_keys(loop)
+    shapes = {k: tuple(v.shape) for k, v in parts.start_task.items()}
     keys = {
         *K.RUNNER_KEYS,
-        *K.EVAL_KEYS,
-        *K.seed_keys(cfg.train.num_seeds),
-        *K.TRAIN_KEYS,
-        K.NONFINITE,
-        *(K.health_key(part) for part in health),
-        *metrics,
-        *K.heldout_keys(loop.num_heldout),
-        *K.START_KEYS,
-        *K.start_heldout_keys(loop.num_heldout),
+        *loop.progress_keys(),
+        *summary_keys(cfg.train.num_seeds, loop.num_heldout, shapes, metrics, health),
         *curriculum_keys(parts),
-        *(K.OFFLINE_KEYS if cfg.train.dataset else ()),
     }
     return frozenset(keys)
 

@@ -49,9 +49,8 @@ from ray.tune.search import Searcher
 from ajax_tune import compat
 from ajax_tune.config import resolve_agent
 from ajax_tune.errors import ConfigError
-from ajax_tune.fields import field_kind
 from ajax_tune.loop import LoopConfig
-from ajax_tune.population.spec import MEMBER_SECTIONS, PER_MEMBER_INIT, merge
+from ajax_tune.population.spec import MEMBER_SECTIONS, member_setting, merge
 from ajax_tune.results import keys as K
 
 logger = logging.getLogger(__name__)
@@ -67,9 +66,9 @@ def split_suggestion(suggestion: Mapping, agent_name: str) -> tuple[dict, dict]:
     """(shared, member): the suggestion's static part, which its trial must be built with, and
     the override a member may make (traced agent and train settings, and `train.seed`)."""
     _, agent_config = resolve_agent(agent_name)
-    kinds = {
-        "agent": {f.name: field_kind(f) for f in dataclasses.fields(agent_config)},
-        "train": {f.name: field_kind(f) for f in dataclasses.fields(LoopConfig)},
+    per_member = {
+        section: {f.name for f in dataclasses.fields(config) if member_setting(section, f)}
+        for section, config in (("agent", agent_config), ("train", LoopConfig))
     }
     shared, member = {}, {}
     for section, values in suggestion.items():
@@ -77,7 +76,7 @@ def split_suggestion(suggestion: Mapping, agent_name: str) -> tuple[dict, dict]:
             shared[section] = copy.deepcopy(values)
             continue
         for name, value in values.items():
-            own = kinds[section].get(name) == "traced" or f"{section}.{name}" in PER_MEMBER_INIT
+            own = name in per_member[section]
             (member if own else shared).setdefault(section, {})[name] = copy.deepcopy(value)
     return shared, member
 

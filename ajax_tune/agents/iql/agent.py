@@ -16,7 +16,7 @@ from flax import linen as nn
 
 from ajax_tune.agents.iql.config import IQLConfig
 from ajax_tune.agents.iql.losses import advantage_weights, expectile_loss, gaussian_log_prob, value_target
-from ajax_tune.agents.networks import MLP, TwinQ
+from ajax_tune.agents.networks import MLP, deterministic_actor_critic
 from ajax_tune.agents.offline import OfflineAgent, OfflineState
 from ajax_tune.agents.offpolicy import check_bounded_box, twin_critic_loss
 
@@ -39,8 +39,7 @@ class IQL(OfflineAgent):
         check_bounded_box("iql", action_space)
         super().__init__(config, observation_space, action_space)
         self.action_dim = int(action_space.shape[0])
-        self.actor = MLP(config.hidden_sizes, self.action_dim, config.activation, out_scale=0.01)
-        self.critic = TwinQ(config.hidden_sizes, config.activation)
+        self.actor, self.critic = deterministic_actor_critic(config, self.action_dim)  # the actor's output: a mean
         self.value = ValueNet(config.hidden_sizes, config.activation)
 
     def init(self, key: jax.Array) -> OfflineState:

@@ -86,6 +86,10 @@ class PPO(AgentBase):
         k_policy, k_value = jax.random.split(key)
         dummy = jnp.zeros((1, *self.obs_shape), jnp.float32)
         params = {"policy": self.policy.init(k_policy, dummy), "value": self.value.init(k_value, dummy)}
+        return self._fresh_state(params)
+
+    def _fresh_state(self, params) -> PPOState:
+        """A fresh state around freshly initialised `params`."""
         return PPOState(
             params=params,
             opt_state=self.optimizer.init(params),
@@ -138,52 +142,75 @@ class PPO(AgentBase):
         return_norm = self.return_norm.update(state.return_norm, returns, mask)
         return batch.reward / (return_norm.std + 1e-8), return_acc, return_norm
 
-    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock):
-        cfg, hp = self.config, state.hp
+    def _normalized(self, state: PPOState, batch: PPOTransition):
+        """The batch's observations and rewards as the losses read them, and the state with its
+        normalisers moved on: the valid-step mask, the normalised observations and successors,
+        the rewards (scaled by the running return's spread where the config asks)."""
         mask = batch.valid.astype(jnp.float32)
         state = state.replace(obs_norm=self.obs_norm.update(state.obs_norm, batch.obs, mask))
         reward = batch.reward
-        if cfg.normalize_rewards:
+        if self.config.normalize_rewards:
             reward, return_acc, return_norm = self._scale_rewards(state, batch, mask)
             state = state.replace(return_acc=return_acc, return_norm=return_norm)
-
         obs = self.obs_norm(state.obs_norm, batch.obs)
-        value = self._value(state.params["value"], obs)
-        next_value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.next_obs))
-        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
-        signal = positive_advantage(advantage, mask)
+        next_obs = lambda: self.obs_norm(state.obs_norm, batch.next_obs)  # noqa: E731 (where the update needs it)
+        return state, mask, reward, obs, next_obs
 
-        data = {
+    @staticmethod
+    def _loss_data(obs, batch: PPOTransition, advantage, target, mask, **more) -> dict:
+        """What the clipped objective reads of each step."""
+        return {
             "obs": obs,
+            **more,
             "action": batch.action,
             "log_prob": batch.log_prob,
             "advantage": advantage,
             "target": target,
             "mask": mask,
         }
-        data = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data)
-        lr = scheduled(hp.lr, clock)
+
+    def _shuffles(self, key, n: int):
+        """Every epoch's permutation of `n` items and its minibatches' loss keys, drawn up front
+        (one batched sort and gather rather than one per epoch). The keys are the ones a loop over
+        epochs would split, so the minibatches are the same."""
+
+        def shuffle(k):
+            k_perm, k_loss = jax.random.split(k)
+            return permutation(k_perm, n), jax.random.split(k_loss, self.config.num_minibatches)
+
+        return jax.vmap(shuffle)(jax.random.split(key, self.config.update_epochs))
+
+    def _minibatch_steps(self, state: PPOState, loss, minibatches, loss_keys, lr, hp: PPOHparams):
+        """Every epoch's minibatches as one scan of gradient steps on `loss(params, minibatch,
+        key) -> (loss, metrics)`; the new state and the metrics averaged over the steps."""
 
         def minibatch_step(carry, xs):
             params, opt_state = carry
             minibatch, k = xs
-            grads, metrics = jax.grad(ppo_loss, has_aux=True)(params, minibatch, hp, k, self.policy.apply, self._value, self.dist)
+            grads, metrics = jax.grad(loss, has_aux=True)(params, minibatch, k)
             params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp.max_grad_norm)
             return (params, opt_state), {**metrics, "grad_norm": grad_norm}
 
-        # Every epoch's shuffle is drawn up front (one batched sort and gather rather than one
-        # per epoch), and the epochs' minibatches run as one scan. The keys are the ones a loop
-        # over epochs would split, so the minibatches are the same.
-        def shuffle(k):
-            k_perm, k_loss = jax.random.split(k)
-            perm = permutation(k_perm, data["mask"].shape[0])
-            return perm, jax.random.split(k_loss, cfg.num_minibatches)
-
-        perms, loss_keys = jax.vmap(shuffle)(jax.random.split(key, cfg.update_epochs))
-        minibatches = jax.tree.map(lambda x: x[perms].reshape(-1, x.shape[0] // cfg.num_minibatches, *x.shape[1:]), data)
         (params, opt_state), metrics = jax.lax.scan(
             minibatch_step, (state.params, state.opt_state), (minibatches, loss_keys.reshape(-1, *loss_keys.shape[2:]))
         )
         metrics = jax.tree.map(jnp.mean, metrics)
         metrics["lr"] = lr
-        return state.replace(params=params, opt_state=opt_state), metrics, signal
+        return state.replace(params=params, opt_state=opt_state), metrics
+
+    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock):
+        cfg, hp = self.config, state.hp
+        state, mask, reward, obs, next_obs = self._normalized(state, batch)
+        value = self._value(state.params["value"], obs)
+        next_value = self._value(state.params["value"], next_obs())
+        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        signal = positive_advantage(advantage, mask)
+
+        data = self._loss_data(obs, batch, advantage, target, mask)
+        data = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data)
+        lr = scheduled(hp.lr, clock)
+        loss = lambda params, minibatch, k: ppo_loss(params, minibatch, hp, k, self.policy.apply, self._value, self.dist)  # noqa: E731
+        perms, loss_keys = self._shuffles(key, data["mask"].shape[0])
+        minibatches = jax.tree.map(lambda x: x[perms].reshape(-1, x.shape[0] // cfg.num_minibatches, *x.shape[1:]), data)
+        state, metrics = self._minibatch_steps(state, loss, minibatches, loss_keys, lr, hp)
+        return state, metrics, signal

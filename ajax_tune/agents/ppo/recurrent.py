@@ -17,12 +17,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune.agents.base import Carries, Clock
-from ajax_tune.agents.hparams import init_hparams, scheduled
+from ajax_tune.agents.hparams import scheduled
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
 from ajax_tune.agents.ppo.losses import clipped_objective, gae, positive_advantage
-from ajax_tune.agents.shuffle import permutation
 
 
 def _dense(p, x):
@@ -122,14 +121,7 @@ class RecurrentPPO(PPO, form="recurrent"):
             "policy": self.policy.init(k_policy, features),
             "value": self.value.init(k_value, features),
         }
-        return PPOState(
-            params=params,
-            opt_state=self.optimizer.init(params),
-            obs_norm=self.obs_norm.init(),
-            return_norm=self.return_norm.init(),
-            return_acc=jnp.zeros((self.num_envs,), jnp.float32),
-            hp=init_hparams(self.config),
-        )
+        return self._fresh_state(params)
 
     def init_carry(self, num_envs: int):
         return self.trunk.zeros(num_envs)
@@ -168,15 +160,8 @@ class RecurrentPPO(PPO, form="recurrent"):
 
     def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock, *, carries: Carries):
         cfg, hp = self.config, state.hp
-        mask = batch.valid.astype(jnp.float32)
-        state = state.replace(obs_norm=self.obs_norm.update(state.obs_norm, batch.obs, mask))
-        reward = batch.reward
-        if cfg.normalize_rewards:
-            reward, return_acc, return_norm = self._scale_rewards(state, batch, mask)
-            state = state.replace(return_acc=return_acc, return_norm=return_norm)
-
-        obs = self.obs_norm(state.obs_norm, batch.obs)
-        next_obs = self.obs_norm(state.obs_norm, batch.next_obs)
+        state, mask, reward, obs, next_obs = self._normalized(state, batch)
+        next_obs = next_obs()
         params = state.params
         features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
         value = self._value(params["value"], features)
@@ -187,15 +172,7 @@ class RecurrentPPO(PPO, form="recurrent"):
         signal = positive_advantage(advantage, mask)
 
         # Per env: its whole unroll ([T, ...]) and the carry it started from.
-        data = {
-            "obs": obs,
-            "reset": carries.reset,
-            "action": batch.action,
-            "log_prob": batch.log_prob,
-            "advantage": advantage,
-            "target": target,
-            "mask": mask,
-        }
+        data = self._loss_data(obs, batch, advantage, target, mask, reset=carries.reset)
         lr = scheduled(hp.lr, clock)
         per_minibatch = self.num_envs // cfg.num_minibatches
 
@@ -205,25 +182,9 @@ class RecurrentPPO(PPO, form="recurrent"):
             logits = self.policy.apply(params["policy"], features)
             return clipped_objective(logits, lambda: self._value(params["value"], features), steps, hp, k, self.dist)
 
-        def minibatch_step(carry, xs):
-            params, opt_state = carry
-            minibatch, k = xs
-            grads, metrics = jax.grad(loss, has_aux=True)(params, minibatch, k)
-            params, opt_state, grad_norm = self.optimizer.step(params, grads, opt_state, lr, hp.max_grad_norm)
-            return (params, opt_state), {**metrics, "grad_norm": grad_norm}
-
-        def shuffle(k):
-            k_perm, k_loss = jax.random.split(k)
-            perm = permutation(k_perm, self.num_envs)
-            return perm, jax.random.split(k_loss, cfg.num_minibatches)
-
-        perms, loss_keys = jax.vmap(shuffle)(jax.random.split(key, cfg.update_epochs))
+        perms, loss_keys = self._shuffles(key, self.num_envs)
         perms = perms.reshape(-1, per_minibatch)  # [epochs * minibatches, envs per minibatch]
         starts = jax.tree.map(lambda x: x[perms], carries.start)
         steps_of = jax.tree.map(lambda x: jnp.moveaxis(x[:, perms], 1, 0), data)  # [minibatches, T, envs, ...]
-        (params, opt_state), metrics = jax.lax.scan(
-            minibatch_step, (state.params, state.opt_state), ((starts, steps_of), loss_keys.reshape(-1, *loss_keys.shape[2:]))
-        )
-        metrics = jax.tree.map(jnp.mean, metrics)
-        metrics["lr"] = lr
-        return state.replace(params=params, opt_state=opt_state), metrics, signal
+        state, metrics = self._minibatch_steps(state, loss, (starts, steps_of), loss_keys, lr, hp)
+        return state, metrics, signal

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from ajax_tune.agents.base import action_scale
-from ajax_tune.agents.networks import MLP, TwinQ
+from ajax_tune.agents.networks import deterministic_actor_critic, init_actor_critic
 from ajax_tune.agents.offpolicy import OffPolicyAgent, OffPolicyState, ReplayTransition, check_bounded_box
 from ajax_tune.agents.td3.config import TD3Config
 from ajax_tune.agents.td3.learner import TD3Learner
@@ -36,14 +36,11 @@ class TD3(OffPolicyAgent):
         self.action_dim = int(action_space.shape[0])
         super().__init__(config, observation_space, jax.ShapeDtypeStruct((self.action_dim,), jnp.float32))
         self.to_env = action_scale(action_space)
-        self.actor = MLP(config.hidden_sizes, self.action_dim, config.activation, out_scale=0.01)  # tanh of it acts
-        self.critic = TwinQ(config.hidden_sizes, config.activation)
+        self.actor, self.critic = deterministic_actor_critic(config, self.action_dim)
         self.learner = TD3Learner(self.actor, self.critic, self.optimizer, config.policy_delay)
 
     def init(self, key: jax.Array) -> TD3State:
-        k_actor, k_q1, k_q2 = jax.random.split(key, 3)
-        obs, action = jnp.zeros((1, *self.obs_shape), jnp.float32), jnp.zeros((1, self.action_dim), jnp.float32)
-        params = {"actor": self.actor.init(k_actor, obs), "critic": self.critic.init(k_q1, k_q2, obs, action)}
+        params = init_actor_critic(self.actor, self.critic, key, self.obs_shape, self.action_dim)
         return TD3State(
             params=params,
             target_params=params,

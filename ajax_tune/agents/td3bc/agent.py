@@ -13,7 +13,7 @@ import gymnasium
 import jax
 import jax.numpy as jnp
 
-from ajax_tune.agents.networks import MLP, TwinQ
+from ajax_tune.agents.networks import deterministic_actor_critic, init_actor_critic
 from ajax_tune.agents.offline import OfflineAgent, OfflineState
 from ajax_tune.agents.offpolicy import ActorTermInputs, check_bounded_box
 from ajax_tune.agents.td3.learner import TD3Learner
@@ -36,15 +36,12 @@ class TD3BC(OfflineAgent):
         check_bounded_box("td3bc", action_space)
         super().__init__(config, observation_space, action_space)
         self.action_dim = int(action_space.shape[0])
-        self.actor = MLP(config.hidden_sizes, self.action_dim, config.activation, out_scale=0.01)
-        self.critic = TwinQ(config.hidden_sizes, config.activation)
+        self.actor, self.critic = deterministic_actor_critic(config, self.action_dim)
         self.learner = TD3Learner(self.actor, self.critic, self.optimizer, config.policy_delay, terms=(BehaviourCloning(),))
         self.learn_keys = self.learner.metric_keys
 
     def init(self, key: jax.Array) -> OfflineState:
-        k_actor, k_q1, k_q2 = jax.random.split(key, 3)
-        obs, action = jnp.zeros((1, *self.obs_shape), jnp.float32), jnp.zeros((1, self.action_dim), jnp.float32)
-        params = {"actor": self.actor.init(k_actor, obs), "critic": self.critic.init(k_q1, k_q2, obs, action)}
+        params = init_actor_critic(self.actor, self.critic, key, self.obs_shape, self.action_dim)
         return OfflineState(
             params=params,
             target_params=params,
