@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from ajax_tune.cli import main
-from ajax_tune.plotting import learning_curve, load_trials
+from ajax_tune.results.series import learning_curve, load_trials
 
 CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 TESTS = pathlib.Path(__file__).resolve().parent

@@ -12,14 +12,12 @@ from matplotlib.image import imread
 from ray import tune
 
 from ajax_tune import AjaxTrainable
-from ajax_tune.plotting import (
+from ajax_tune.plotting import learning_curves_figure, metric_curve, plot_experiment
+from ajax_tune.results.series import (
     experiment_metric,
     learning_curve,
-    learning_curves_figure,
     lineage_segments,
     load_trials,
-    metric_curve,
-    plot_experiment,
     seed_band,
     task_distribution,
 )

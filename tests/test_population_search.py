@@ -336,7 +336,7 @@ def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_pat
     the run names the best member's config, and the plot draws every member's curve."""
     import_extra("hyperopt", extra="hyperopt")
     from ajax_tune.cli import main
-    from ajax_tune.plotting import learning_curve, load_trials, member_series
+    from ajax_tune.results.series import learning_curve, load_trials, member_series
     from ajax_tune.tune.searchers import searcher_for
 
     raw = {

@@ -152,7 +152,7 @@ def _task_option(command: argparse.ArgumentParser, help: str) -> None:
 
 
 def parse_assignments(items: Sequence[str], flag: str) -> dict:
-    from ajax_tune.tune.experiment import parse_assignment  # the one reading of KEY=VALUE, as --set's
+    from ajax_tune.tune.sections import parse_assignment  # the one reading of KEY=VALUE, as --set's
 
     return dict(parse_assignment(item, flag, "FIELD=VALUE") for item in items)
 

@@ -163,6 +163,6 @@ def result_box(metric: str | None, verbose: bool):
 
 def _saved_metric(directory: pathlib.Path) -> str | None:
     """The metric an experiment was run with, from the plot settings `run` saved (if any)."""
-    from ajax_tune.plotting import experiment_metric
+    from ajax_tune.results.series import experiment_metric
 
     return experiment_metric(directory)

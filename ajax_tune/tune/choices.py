@@ -19,7 +19,7 @@ from ajax_tune.imports import Registry, did_you_mean, resolve_import
 from ajax_tune.spaces import parse_spaces, to_tune
 
 if TYPE_CHECKING:
-    from ajax_tune.tune.experiment import TuneSection
+    from ajax_tune.tune.sections import TuneSection
 
 
 @dataclasses.dataclass(frozen=True)
