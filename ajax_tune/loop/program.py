@@ -168,7 +168,7 @@ class Parts:
 
         def call(state: TrainState, *inputs) -> tuple[TrainState, CallOutput]:
             start = self.evaluate_at_start(state)
-            stats = jax.vmap(self.empty_stats)(state.env.task)
+            stats = jax.vmap(self.empty_stats, axis_size=self.num_lanes)(state.env.task)
             (state, stats), (rows, health) = jax.lax.scan(
                 lambda carry, _: update(carry, *inputs), (state, stats), None, length=updates
             )
