@@ -186,14 +186,6 @@ def alternate(sides: dict[str, tuple], repeats: int, log=print, extra_env: dict 
     return runs
 
 
-def alternate_medians(
-    sides: dict[str, tuple], repeats: int, keys: tuple[str, ...], extra_env: dict | None = None
-) -> tuple[dict[str, list[dict]], dict[str, dict]]:
-    """`alternate`, its progress on stderr, and the `medians` of `keys` for each side."""
-    runs = alternate(sides, repeats, log=lambda line: print(line, file=sys.stderr, flush=True), extra_env=extra_env)
-    return runs, {side: medians(r, keys) for side, r in runs.items()}
-
-
 def brief(out: dict) -> str:
     keys = ("env_steps_per_s", "useful_env_steps_per_s", "compile_s", "run_s", "eval_return")
     return ", ".join(f"{k}={out[k]:.4g}" for k in keys if isinstance(out.get(k), (int, float)))

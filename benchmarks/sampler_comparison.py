@@ -19,17 +19,24 @@ sampler lives on the host; `reconfigure` swaps it, `perf/compilations` stays 1).
 fixed before the first comparison: each sampler's defaults, except `bins: 4` for the binned
 learning progress (its default 8 makes 64 bins for 64 envs: one env per bin and call).
 
-    python benchmarks/sampler_comparison.py            # 6 seeds x 40 calls, JSON and plot
+Then two settings, fixed after that comparison, on the same seeds and budget (`VARIANTS`): the
+binned learning progress at its default 8 bins, and PLR replaying 90% of its draws. The full run
+measures the four samplers and the two variants and writes them to one JSON.
+
+    python benchmarks/sampler_comparison.py            # 6 seeds x 40 calls: JSON and plot
     python benchmarks/sampler_comparison.py --quick    # 2 seeds x 6 calls, to prove it runs
-    python benchmarks/sampler_comparison.py --variant 'lp8=learning_progress:{"bins": 8}'   # settings
+    python benchmarks/sampler_comparison.py --variant 'lp8=learning_progress:{"bins": 8}'   # only these settings
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import pathlib
 import platform
+import shlex
+import sys
 import time
 
 import numpy as np
@@ -46,6 +53,11 @@ HELDOUT = [{"distance": d, "radius": r} for d in (1.2, 1.6, 2.0) for r in (0.03,
 STEPS_PER_CALL = 8192  # 64 envs x 32 steps x 4 updates
 REACH = 2.44  # the farthest a 30-step episode gets from rest at full throttle along an axis
 SAMPLER_KWARGS = {"learning_progress": {"bins": 4}}
+# label -> (sampler, kwargs): the settings measured after the comparison was fixed
+VARIANTS = {
+    "learning_progress_bins8": ("learning_progress", {"bins": 8}),
+    "plr_replay0.9": ("plr", {"replay_prob": 0.9}),
+}
 
 
 def config(sampler: str, seed: int, calls: int, kwargs: dict | None = None) -> dict:
@@ -184,6 +196,11 @@ def main() -> None:
         metavar="LABEL=NAME:JSON",
         help='run only these sampler variants, e.g. lp_bins8=learning_progress:{"bins": 8}',
     )
+    parser.add_argument(
+        "--out",
+        default=None,
+        help="result JSON (default: results/sampler_comparison.json; _quick or _variants for those runs)",
+    )
     args = parser.parse_args()
     seeds = args.seeds or (2 if args.quick else 6)
     calls = args.calls or (6 if args.quick else 40)
@@ -192,10 +209,12 @@ def main() -> None:
         label, rest = item.split("=", 1)
         name, _, kwargs = rest.partition(":")
         variants[label] = (name, json.loads(kwargs or "{}"))
-    out = compare(variants or SAMPLERS, seeds=seeds, calls=calls)
+    out = compare(variants or {**{name: (name, {}) for name in SAMPLERS}, **VARIANTS}, seeds=seeds, calls=calls)
     import jax
 
     out["meta"] = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
         "seeds": seeds,
         "calls": calls,
         "steps_per_call": STEPS_PER_CALL,
@@ -203,17 +222,19 @@ def main() -> None:
         "machine": platform.platform(),
         "note": "seconds were measured on a machine shared with other work: noisy; success rates do not depend on load",
     }
-    RESULTS.mkdir(exist_ok=True)
     name = "sampler_comparison" + ("_variants" if variants else "") + ("_quick" if args.quick else "") + ".json"
-    (RESULTS / name).write_text(json.dumps(out, indent=1) + "\n")
-    if not (args.quick or variants):
-        plot(out, IMAGE)
+    path = pathlib.Path(args.out) if args.out else RESULTS / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=1) + "\n")
+    if not (args.quick or variants or args.out):
+        plot({**out, "samplers": {k: out["samplers"][k] for k in SAMPLERS}}, IMAGE)
     for sampler, s in out["samplers"].items():
         f = s["final"]
         print(
             f"{sampler:18s} final {f['mean']:.3f} ± {f['std']:.3f}  per seed {f['per_seed']}  "
             f"trained {s['trained']}  {s['seconds']} s"
         )
+    print(f"(written to {path})")
 
 
 if __name__ == "__main__":

@@ -227,7 +227,6 @@ def breakdown(events: list[dict], t0: float, solved_row: dict | None) -> dict:
             "validate": span(driver, "validate"),
             "ray_start": span(driver, "ray_start"),
             "build_tuner": span(driver, "build_tuner"),
-            "ray_wait": span(driver, "ray_wait"),  # Ray's start not overlapped (a background start only)
             "fit_to_trial_process": None
             if trial_start is None or at(driver, "tuner_fit:start") is None
             else round(trial_start - at(driver, "tuner_fit:start"), 3),

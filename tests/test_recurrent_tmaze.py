@@ -1,7 +1,7 @@
 """On the T-maze, a ThresholdCurriculum over the corridor's length brings recurrent PPO to a
 length that training on that length directly does not solve within the same budget.
 
-Measured with `python benchmarks/tmaze_curriculum.py` (length 16, 98,304 env steps per seed, 4
+Measured by the retired `tmaze_curriculum.py` (benchmarks/README.md; length 16, 98,304 env steps per seed, 4
 seeds as lanes per trial, fully optimised on the CPU; trials of seeds 0 to 3): the curriculum's
 seeds first reached a mean success of 0.9 on length 16 at 65,536, 98,304, 65,536 and 98,304 env
 steps; direct training on length 16 reached at most 0.25, 0.20, 0.0 and 0.14 in the same budget

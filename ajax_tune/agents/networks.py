@@ -5,8 +5,8 @@ state-action critic the continuous off-policy agents share, and the dense layer 
 its gradient on the CPU. Autodiff writes a layer's weight gradient as `x^T g`, a product that
 contracts the batch axis of both operands; XLA's CPU backend hands such a product to its
 generic dot rather than to the YNNPACK kernels it uses for plain products, which is slower
-(`python benchmarks/ppo_ablation.py`: a one-seed PPO update took 1.25x as long without it in
-its 2-process run; see docs/benchmarks.md for how certain that is).
+(the retired ppo_ablation study, benchmarks/README.md: a one-seed PPO update took 1.25x as long
+without it in its 2-process run, within noise with eight seeds).
 On the CPU the backward pass therefore transposes `x` into its own buffer first and multiplies
 plainly; on other platforms it is autodiff's product. `dense` defines its reverse-mode gradient
 (a custom VJP), so forward-mode differentiation through these networks (`jax.jvp`,

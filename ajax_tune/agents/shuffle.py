@@ -2,8 +2,8 @@
 
 `jax.random.permutation` sorts (random key, index) pairs with a two-operand comparator. On the
 CPU, XLA runs such a sort through a generic compiled comparator, several times slower than a
-sort of one array of plain integers, and PPO draws one per epoch (`python
-benchmarks/ppo_ablation.py`: a PPO update takes 1.32x as long with `jax.random.permutation`).
+sort of one array of plain integers, and PPO draws one per epoch (the retired ppo_ablation study,
+benchmarks/README.md: a PPO update took 1.32x as long with `jax.random.permutation`).
 This draws the same kind of permutation from one-operand sorts: each round packs random high
 bits above a position in the low bits of one word, sorts the words, and reads the positions
 back out.

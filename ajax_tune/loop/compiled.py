@@ -2,7 +2,7 @@
 
 `init` runs once per state and compiles with few of XLA's passes (it runs in milliseconds either
 way, while every pass made it the slowest compile before a trial's first result after the
-training program's; `benchmarks/init_compile.py`). `call` compiles once with the build's own
+training program's; the retired init_compile study, benchmarks/README.md). `call` compiles once with the build's own
 settings and takes the state donated, so XLA reuses its buffers instead of copying them.
 """
 

@@ -134,7 +134,7 @@ class Lanes:
         returns each leaf it leaves alone as the very array it was given; only the leaves some
         config changed (the traced settings) are assembled, member by member, from their lanes.
         Slicing and joining every leaf instead (parameters, optimiser state, replay buffer) was
-        3.5-5x slower in a fresh process (`benchmarks/population_setup.py`)."""
+        3.5-5x slower in a fresh process (the retired population_setup study, benchmarks/README.md)."""
         versions = [jax.vmap(self.agent.with_hparams, in_axes=(0, None))(agent_state, c) for c in configs]
         lanes = [self.of_member(m) for m in range(len(configs))]
 

@@ -26,7 +26,6 @@ def run(seed):
 
 (state, useful, eval_return), first, times = protocol.timed_runs(run, s.get("runs", 2))
 assert loop.compilations == 1, loop.compilations
-protocol.maybe_profile(s, run, 99)
 protocol.emit(
     {
         "side": "ajax_tune",

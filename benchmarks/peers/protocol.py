@@ -72,36 +72,5 @@ def throughput(first: tuple, runs: list[tuple], env_steps: float, useful_steps: 
     }
 
 
-def float_digest(tree) -> float:
-    """The sum of the magnitudes of a pytree's float leaves (in float64): equal for two ways
-    that computed the same state. Imports JAX and NumPy, so only for workers that have them."""
-    import jax
-    import numpy as np
-
-    leaves = [np.asarray(x) for x in jax.tree.leaves(tree)]
-    return float(sum(np.sum(np.abs(x.astype(np.float64))) for x in leaves if np.issubdtype(x.dtype, np.floating)))
-
-
-def program_counts(hlo: str) -> dict:
-    """Fusions, instructions and while loops of a compiled program's HLO text."""
-    import re
-
-    return {
-        "fusions": len(re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = .*? fusion\(", hlo, re.M)),
-        "instructions": len(re.findall(r"^\s+(?:ROOT )?%?[\w.\-]+ = ", hlo, re.M)),
-        "while_loops": len(re.findall(r"^\s*(?:ROOT )?%?[\w.\-]+ = .*? while\(", hlo, re.M)),
-    }
-
-
-def maybe_profile(s: dict, run, *args) -> None:
-    """With `profile_dir` in the settings, run once more under JAX's profiler (a perfetto
-    trace that `xla_profile.py` reads)."""
-    if s.get("profile_dir"):
-        import jax
-
-        with jax.profiler.trace(s["profile_dir"], create_perfetto_trace=True):
-            run(*args)
-
-
 def emit(result: dict) -> None:
     print("RESULT " + json.dumps(result), flush=True)

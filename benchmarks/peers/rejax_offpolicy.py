@@ -28,7 +28,6 @@ def run(seed):
 
 
 eval_return, first, times = protocol.timed_runs(run, s.get("runs", 2))
-protocol.maybe_profile(s, run, 99)
 steps = float(-(-total // s["rejax_config"]["num_envs"]) * s["rejax_config"]["num_envs"] * s["num_seeds"])
 protocol.emit(
     {

@@ -51,7 +51,6 @@ def run(seed):
 
 eval_return, first, times = protocol.timed_runs(run, s.get("runs", 2))
 steps = float(total // batch * batch * s["num_seeds"])
-protocol.maybe_profile(s, run, 99)
 protocol.emit(
     {
         "side": "rejax",

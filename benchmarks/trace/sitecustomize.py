@@ -24,7 +24,7 @@ PATH = os.environ.get("AJAX_TUNE_BENCH_TRACE")
 # Modules whose import is timed (the first import of each in a process).
 IMPORTS = (
     "ajax_tune",
-    "ajax_tune.cli.commands",
+    "ajax_tune.cli.run",
     "ajax_tune.tune.experiment",
     "ajax_tune.config",
     "ajax_tune.runner",
@@ -54,8 +54,8 @@ IMPORTS = (
 # Functions timed once their module has loaded: module -> [(object path, label)].
 CALLS = {
     "ajax_tune.tune.experiment": [("Experiment.load", "validate"), ("Experiment.tuner", "build_tuner")],
-    "ajax_tune.cli.commands": [("_start_ray", "ray_start_call"), ("_wait_for_ray", "ray_wait"), ("_report", "report")],
-    # Ray's start itself (in a background thread where the CLI starts it so) and its stop
+    "ajax_tune.cli.report": [("report", "report")],
+    # Ray's start (`ray.init`, local or joining a cluster) and its stop (`ray.shutdown`)
     "ajax_tune.cli.launch": [("start_local_ray", "ray_start"), ("join_ray", "ray_start"), ("stop_local_ray", "ray_stop")],
     "ray.tune.tuner": [("Tuner.fit", "tuner_fit")],
     "ray.tune.trainable.trainable": [("Trainable.train", "tune_train")],

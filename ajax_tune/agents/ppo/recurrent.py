@@ -152,7 +152,7 @@ class RecurrentPPO(PPO, form="recurrent"):
 
         xs = (self.trunk.encode(trunk_params, obs), reset)
         # Not unrolled: on the CPU unrolling 8 steps per iteration compiled 1.6x longer and ran slower
-        # (benchmarks/recurrent.py, docs/benchmarks.md).
+        # (the retired recurrent study, benchmarks/README.md).
         _, (features, after) = jax.lax.scan(step, start, xs)
         return features, after
 
