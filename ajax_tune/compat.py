@@ -1,7 +1,8 @@
-"""Every private API of jax, ray and brax that ajax_tune relies on, in one place.
+"""Every private API of jax, ray and brax that ajax_tune relies on, in one place, and every API
+that differs between the versions it supports (pyproject's ranges; `versions.py` checks them).
 
-None of these is a public, documented interface; each is here because no public one does the
-job. A new version of a library may move or drop any of them: `tests/test_compat.py` calls every
+None of the private ones is a public, documented interface; each is here because no public one
+does the job. A new version of a library may move or drop any of them: `tests/test_compat.py` calls every
 function below against the installed versions, so such a move fails there, loudly and by name,
 rather than somewhere deep in a training run. When it does, fix the function here.
 
@@ -82,6 +83,17 @@ def jit_with_options(fn: Callable, options: dict[str, Any]) -> Callable:
         _warn_once("jit_with_options", "ajax_tune: this jax has no jit(compiler_options=...); init compiles with every pass")
         return jax.jit(fn)
     return jax.jit(fn, compiler_options=options)
+
+
+def unregister_event_duration_listener(listener: Callable) -> None:
+    """Stop calling a listener that `jax.monitoring.register_event_duration_secs_listener` added.
+    Public from jax 0.8.1 on; before, only `jax._src.monitoring` has it, by another name."""
+    import jax.monitoring
+
+    unregister = getattr(jax.monitoring, "unregister_event_duration_listener", None)
+    if unregister is None:
+        unregister = _private("jax._src.monitoring", "_unregister_event_duration_listener_by_callback", "jax")
+    unregister(listener)
 
 
 def backends_are_initialized() -> bool:

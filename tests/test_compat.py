@@ -23,6 +23,16 @@ def test_jit_cache_size_counts_compiled_programs():
         compat.jit_cache_size(lambda x: x)
 
 
+def test_unregister_event_duration_listener():
+    heard = []
+    listener = lambda event, seconds, **_: heard.append(event)
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    jax.monitoring.record_event_duration_secs("/ajax_tune/test/one", 0.1)
+    compat.unregister_event_duration_listener(listener)
+    jax.monitoring.record_event_duration_secs("/ajax_tune/test/two", 0.1)
+    assert heard == ["/ajax_tune/test/one"]
+
+
 def test_backends_are_initialized():
     jnp.ones(1).block_until_ready()  # this session has started them
     assert compat.backends_are_initialized() is True

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import yaml
 
+from ajax_tune import compat
 from ajax_tune.cli import main
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.population.results import best_member, reduce
@@ -101,7 +102,7 @@ def test_settings_are_placed_from_the_host_as_with_hparams_places_them_lane_by_l
     try:
         new = loop.set_hparams(state, configs)
     finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+        compat.unregister_event_duration_listener(listener)
     assert compiles == []
     seeds = loop.config.num_seeds
     by_lane = [

@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 
+from ajax_tune import compat
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.envs import make_env
 from ajax_tune.loop import LoopConfig, TrainLoop
@@ -136,7 +137,7 @@ def programs_built():
     try:
         yield events
     finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
+        compat.unregister_event_duration_listener(listener)
 
 
 def assert_refused_before_compiling(config, message):
