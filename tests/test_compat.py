@@ -120,6 +120,14 @@ def test_experiment_state_snapshots(tmp_path):
     assert loaded["stamp"] == "2001-01-01_00-00-00" and loaded["fn"] is print
 
 
+def test_read_csv_exactly_reads_back_the_floats_written(tmp_path):
+    import pandas as pd
+
+    values = [0.1 * 3, 0.1 * 7, 1 / 3, 1e-300 * 3]
+    pd.DataFrame({"x": values}).to_csv(tmp_path / "progress.csv", index=False)
+    assert compat.read_csv_exactly(tmp_path / "progress.csv")["x"].tolist() == values
+
+
 def test_checkpoint_manager_internals(tmp_path):
     """A trial's checkpoint manager registers what `training_result` makes, in order, and lets
     recovery forget some and choose the latest."""

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ajax_tune import compat
 from ajax_tune.results import keys as K
 from ajax_tune.results import record
 
@@ -183,7 +184,7 @@ def trial_rows(directory: pathlib.Path) -> pd.DataFrame | None:
     if not progress.exists():
         return None
     try:
-        return pd.read_csv(progress, dtype={"trial_id": str})
+        return compat.read_csv_exactly(progress, dtype={"trial_id": str})
     except pd.errors.EmptyDataError:
         return None
 
