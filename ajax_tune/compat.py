@@ -206,8 +206,20 @@ def newest_experiment_state(directory: str) -> str:
 
 
 def load_experiment_state(text: str) -> dict:
-    """A snapshot's contents, decoded as Tune wrote them (cloudpickled values inside JSON)."""
-    return _private("ray.tune.utils.serialization", "_loads_with_cloudpickle", "ray")(text)
+    """A snapshot's contents, decoded as Tune wrote them (cloudpickled values inside JSON).
+
+    A newer Ray's `TuneFunctionDecoder` refuses the cloudpickled values unless asked, and Tune
+    reads its own snapshots with the private `_loads_with_cloudpickle`; an older Ray (2.54 and
+    before) has no such function, and its decoder expands them."""
+    import json
+
+    from ray.tune.utils import serialization
+
+    loads = getattr(serialization, "_loads_with_cloudpickle", None)
+    if loads is not None:
+        return loads(text)
+    decoder = _private("ray.tune.utils.serialization", "TuneFunctionDecoder", "ray")
+    return json.loads(text, cls=decoder)
 
 
 def experiment_trials(state: dict) -> list:
