@@ -29,7 +29,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ajax_tune import checkpoint
+from ajax_tune import checkpoint, versions
 from ajax_tune.build import build_loop, build_run, named_metrics
 from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfinite, trial_salt
 from ajax_tune.config import Config
@@ -58,6 +58,7 @@ class DivergedError(RuntimeError):
 
 class Runner:
     def __init__(self, config: Mapping | Config, *, trial_id: str = "", trial_name: str = ""):
+        versions.check_once(stacklevel=2)  # the first runner of a process: installed versions in range?
         self.trial_id, self.trial_name = trial_id, trial_name
         self.config = Config.from_dict(config)
         self.retired_compilations = 0  # of loops this runner replaced (reconfigure)
@@ -71,6 +72,7 @@ class Runner:
         """Everything a runner would reject, found without compiling: the config's values, the
         env and its kwargs, the starting task, the budget against the unroll, the curriculum's
         imports and the result keys it names. Returns the parsed config."""
+        versions.check_once(stacklevel=2)
         cfg = Config.from_dict(config)
         env, loop = build_loop(cfg)
         parts = build_run(cfg, env)
