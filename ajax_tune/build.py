@@ -113,6 +113,7 @@ def load_dataset(cfg: Config, env: EpisodeWrapper, agent) -> DatasetInput:
 
 def build_run(cfg: Config, env) -> RunParts:
     """The parts of a fresh run, each checked against the env."""
+    refuse_tasks_without_fields(env, cfg)
     levels, start_task = start_task_of(env, cfg)
     sampler = make_task_sampler(env, cfg, levels, start_task)
     callbacks = [make_callback(spec) for spec in cfg.callbacks]
@@ -167,6 +168,27 @@ def member_task_fn(task_fn: Callable | None) -> Callable | None:
             f"env_task_fn ({type(inner).__name__}): each member of a population gets its own copy of a callable object, "
             f"and this one cannot be copied ({type(exc).__name__}: {exc}); give a function instead"
         ) from None
+
+
+def refuse_tasks_without_fields(env, cfg: Config) -> None:
+    """An env whose task has no fields (MinAtar, Jumanji, a user's env with `task_spec = {}`)
+    trains on its one task; what would choose among tasks has nothing to choose from."""
+    if env.task_spec:
+        return
+    asked = [
+        name
+        for name, given in (
+            ("heldout", cfg.heldout is not None),
+            ("task_sampler", cfg.task_sampler is not None),
+            ("env.levels", cfg.env.levels is not None),
+        )
+        if given
+    ]
+    if asked:
+        raise ConfigError(
+            f"{asked[0]}: {env.name} has no task fields (its task is empty), so there are no tasks to "
+            f"{'hold out' if asked[0] == 'heldout' else 'choose from'}; leave {' and '.join(asked)} out"
+        )
 
 
 def start_task_of(env, cfg: Config) -> tuple[Levels | None, dict]:

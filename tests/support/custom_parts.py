@@ -1,7 +1,13 @@
 """An env factory and an agent that tests name by import path, as a user would name their own
 (importable by Ray workers: the repository root is on their PYTHONPATH)."""
 
+import gymnasium
+import jax
+import jax.numpy as jnp
+import numpy as np
+
 from ajax_tune.agents import PPO, PPOConfig
+from ajax_tune.envs.base import Env, EnvState
 from ajax_tune.envs.corridor import Corridor
 
 NOT_CALLABLE = 3
@@ -24,3 +30,28 @@ class MyPPO(PPO):
 
 class NoConfig(PPO):
     pass
+
+
+class Coin(Env):
+    """A user's env with no task fields (`task_spec = {}`): a coin is shown each step, and
+    naming it pays 1. Its one task is the empty one."""
+
+    name = "coin"
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (2,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+    max_episode_steps = 10
+    task_spec = {}
+
+    def _coin(self, key):
+        return jax.nn.one_hot(jax.random.bernoulli(key).astype(jnp.int32), 2, dtype=jnp.float32)
+
+    def reset(self, key, task) -> EnvState:
+        return EnvState.create(obs=self._coin(key), task=task, physics=jnp.zeros((), jnp.int32))
+
+    def step(self, state, action, key) -> EnvState:
+        named = (jnp.argmax(state.obs) == action).astype(jnp.float32)
+        return state.replace(obs=self._coin(key), reward=named, terminated=jnp.zeros((), jnp.bool_))
+
+
+def coin() -> Coin:
+    return Coin()
