@@ -38,7 +38,9 @@ __all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "
 class EnvConfig:
     name: str = static("cartpole", doc="a registered env, brax/<name>, gymnax/<id>, or 'module:factory'")
     kwargs: dict = static({}, doc="keyword arguments of the env's constructor")
-    task: dict = init_only({}, doc="the task training starts on (fields not given keep their defaults)")
+    task: Any = init_only(
+        {}, doc="the task training starts on (fields not given keep their defaults), or a name the env knows (a shipped level)"
+    )
     max_episode_steps: int = static(0, ge=0, doc="time limit; 0: the env's own")
     truncation_penalty: float = static(0.0, doc="subtracted from the reward of a truncated step")
     levels: Any = init_only(
@@ -51,9 +53,13 @@ class EnvConfig:
 
     def __post_init__(self):
         validate(self, "env")
+        if not isinstance(self.task, (dict, str)):
+            raise ConfigError(f"env.task must be a mapping of field to value, or a name the env knows, got {self.task!r}")
         if self.levels is None:
             if self.level:
                 raise ConfigError(f"env.level ({self.level}) needs env.levels: a list of tasks to number")
+            return
+        if isinstance(self.levels, str):  # a set of tasks the env knows: counted when the env is built
             return
         count = len(level_list(self.levels, "env.levels"))
         if self.level >= count:

@@ -114,10 +114,12 @@ class TaskControl:
     def _as_task(self, task: Any) -> Mapping[str, Any]:
         if isinstance(task, Mapping):
             return task
+        if isinstance(task, str):  # a name the env knows (a suite's shipped level)
+            return self._loop.env.validate_task(task)
         if self.levels is None:
             raise TaskError(
-                f"a task must be a mapping of field name to value, got {task!r}; level numbers "
-                "need env.levels (a list of tasks to number)"
+                f"a task must be a mapping of field name to value (or a name the env knows), got {task!r}; "
+                "level numbers need env.levels (a list of tasks to number)"
             )
         if isinstance(task, (list, tuple, np.ndarray)) and np.ndim(task) == 1:
             if len(task) != self.num_envs:

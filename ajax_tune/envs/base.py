@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium
@@ -20,6 +20,7 @@ import numpy as np
 from flax import struct
 
 from ajax_tune.errors import TaskError
+from ajax_tune.imports import did_you_mean
 
 Task = dict[str, jax.Array]
 
@@ -138,14 +139,42 @@ class Env(abc.ABC):
             for name, field in self.task_spec.items()
         }
 
+    #: Whether an observation is an image flattened first into the vector (`image_shape`:
+    #: (height, width, channels), channels last), for encoders that read it as one; None: not an image.
+    image_shape: tuple[int, int, int] | None = None
+
     def validate_task(
         self,
-        task: Mapping[str, Any],
+        task: Mapping[str, Any] | str,
         num_envs: int | None = None,
         current: Mapping[str, Any] | None = None,
     ) -> dict[str, np.ndarray]:
-        """Check a task on the host and return it as numpy arrays; see `validate_task`."""
+        """Check a task on the host and return it as numpy arrays; see `validate_task`. A string
+        is a task the env knows by name (`named_task`), whole."""
+        if isinstance(task, str):
+            return self.named_task(task)
         return validate_task(self.name, self.task_spec, task, num_envs=num_envs, current=current)
+
+    # -- tasks by name: an env that ships levels (or reads a benchmark) names them -------------
+
+    def task_names(self) -> Sequence[str]:
+        """The names `named_task` knows (for messages; may be long)."""
+        return ()
+
+    def named_task(self, name: str) -> dict[str, np.ndarray]:
+        """The task named `name` (a shipped level, a benchmark's ruleset), checked, whole."""
+        raise TaskError(f"{self.name} knows no task by name (got {name!r}); a task is a mapping of field to value")
+
+    def task_sets(self) -> Sequence[str]:
+        """The names of the sets of tasks `task_set` knows (a suite's hand-made levels, a benchmark)."""
+        return ()
+
+    def task_set(self, name: str) -> list[dict[str, np.ndarray]]:
+        """The tasks of the set named `name`, in the set's own order."""
+        sets = self.task_sets()
+        if not sets:
+            raise TaskError(f"{self.name} has no named sets of tasks (got {name!r})")
+        raise TaskError(f"{self.name} has no set of tasks named {name!r}{did_you_mean(name, sets)} Sets: {', '.join(sets)}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -213,10 +242,15 @@ def task_to_jax(task: Mapping[str, np.ndarray]) -> Task:
 
 
 def flatten_task(task: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """A task as plain floats under stable keys (`length`, `target_0`, ...), for results."""
+    """A task as plain floats under stable keys (`length`, `target_0`, ...), for results; a
+    field too large to report (a level: `results.keys.reported_field`) is left out."""
+    from ajax_tune.results.keys import reported_field
+
     flat: dict[str, float] = {}
     for name, value in task.items():
         arr = np.asarray(value, np.float64)
+        if not reported_field(arr.shape):
+            continue
         if arr.ndim == 0:
             flat[f"{prefix}{name}"] = float(arr)
         else:

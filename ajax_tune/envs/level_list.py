@@ -24,7 +24,8 @@ OVERFLOW = ("error", "clamp")
 
 
 def level_list(levels: Any, where: str = "levels") -> list[dict]:
-    """Levels as a list of (partial) tasks, from a list of tasks or one list of values per field."""
+    """Levels as a list of (partial) tasks, from a list of tasks (a task may be a name the env
+    knows, resolved when the env is) or one list of values per field."""
     if isinstance(levels, Mapping):
         if not levels:
             raise ConfigError(f"{where}: need at least one field with a list of values, got {{}}")
@@ -39,9 +40,21 @@ def level_list(levels: Any, where: str = "levels") -> list[dict]:
     if not isinstance(levels, (list, tuple)) or not levels:
         raise ConfigError(f"{where} must be a non-empty list of tasks or a mapping of field to a list of values, got {levels!r}")
     for i, level in enumerate(levels):
-        if not isinstance(level, Mapping):
-            raise ConfigError(f"{where}[{i}] must be a task (a mapping of field to value), got {level!r}")
-    return [dict(level) for level in levels]
+        if not isinstance(level, (Mapping, str)):
+            raise ConfigError(
+                f"{where}[{i}] must be a task (a mapping of field to value, or a name the env knows), got {level!r}"
+            )
+    return [level if isinstance(level, str) else dict(level) for level in levels]
+
+
+def env_levels(env, levels: Any, where: str = "levels") -> list:
+    """`level_list`, where `levels` may also name a set of tasks the env knows (`env.task_set`)."""
+    if isinstance(levels, str):
+        try:
+            return env.task_set(levels)
+        except TaskError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return level_list(levels, where)
 
 
 def level_number(value: Any) -> int | None:
@@ -66,7 +79,7 @@ class Levels:
         self.overflow = overflow
         base = env.validate_task(base or {})
         self.tasks: list[dict[str, np.ndarray]] = []
-        for i, level in enumerate(level_list(levels, "env.levels")):
+        for i, level in enumerate(env_levels(env, levels, "env.levels")):
             try:
                 self.tasks.append(env.validate_task(level, current=base))
             except TaskError as exc:

@@ -155,15 +155,30 @@ def start_key(key: str) -> str | None:
     return START_PREFIX + key[len("eval/") :]
 
 
+#: A task field of more values than this is data (a level's walls, a ruleset, a Kinetix level's
+#: bodies), not a knob: results leave it out rather than carry a column per value.
+MAX_REPORTED_FIELD_SIZE = 16
+
+
+def reported_field(shape: tuple[int, ...]) -> bool:
+    """Whether a task field of this shape (unbatched) is in results."""
+    size = 1
+    for n in shape:
+        size *= n
+    return size <= MAX_REPORTED_FIELD_SIZE
+
+
 def task_field_keys(shapes: dict[str, tuple[int, ...]]) -> list[str]:
     """A task's fields as result keys (without prefix): a scalar field by its name, an array
-    field one key per element (`target_0`, `target_1`, ...)."""
+    field one key per element (`target_0`, `target_1`, ...), a field too large to report
+    (`reported_field`) none."""
     names = []
     for name, shape in shapes.items():
         size = 1
         for n in shape:
             size *= n
-        names += [name] if not shape else [f"{name}_{i}" for i in range(size)]
+        if reported_field(shape):
+            names += [name] if not shape else [f"{name}_{i}" for i in range(size)]
     return names
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ajax_tune.envs.level_list import env_levels as env_levels_of
 from ajax_tune.envs.level_list import level_list
 from ajax_tune.errors import ConfigError, TaskError
 
@@ -37,7 +38,9 @@ class TaskSpace:
                 f"or {{values: [...]}}, got {space!r}"
             )
         self._space = None if space is None else {str(k): _parse_entry(f"{where}.space.{k}", v) for k, v in space.items()}
-        self._levels = None if levels is None else level_list(levels, f"{where}.levels")
+        # a string names a set of tasks the env knows, resolved when the space is bound to it
+        self._levels = None if levels is None or isinstance(levels, str) else level_list(levels, f"{where}.levels")
+        self._level_set = levels if isinstance(levels, str) else None
         if isinstance(bins, Mapping):
             unknown = sorted(set(bins) - set(self._space or {}))
             if unknown:
@@ -60,6 +63,8 @@ class TaskSpace:
         where, spec = self.where, env.task_spec
         self.spec = spec
         base = env.validate_task(base or {})
+        if self._level_set is not None:
+            self._levels = env_levels_of(env, self._level_set, f"{where}.levels")
         if self._space is None and self._levels is None:
             if env_levels is None:
                 raise ConfigError(f"{where} needs a space ({{field: [low, high], ...}}) or levels, or env.levels")
@@ -71,7 +76,9 @@ class TaskSpace:
                     self.levels.append(env.validate_task(level, current=base))
                 except TaskError as exc:
                     raise ConfigError(f"{where}.levels[{i}]: {exc}") from None
-            self.fields = sorted({k for level in self._levels for k in level})
+            self.fields = sorted({k for level in self._levels for k in (spec if isinstance(level, str) else level)})
+            self._stacked = {k: np.stack([level[k] for level in self.levels]) for k in self.fields}
+            self._index = {_level_key(self._stacked, i, self.fields): i for i in reversed(range(len(self.levels)))}
             self.entries = None
             self.bin_counts = [len(self.levels)]
         else:
@@ -144,22 +151,16 @@ class TaskSpace:
 
     def level_tasks(self, indices) -> dict[str, np.ndarray]:
         indices = np.asarray(indices, np.int64)
-        return {k: np.stack([level[k] for level in self.levels])[indices] for k in self.fields}
+        return {k: self._stacked[k][indices] for k in self.fields}
 
     # -- binning -------------------------------------------------------------------------
 
     def bin_of(self, tasks: Mapping[str, np.ndarray]) -> np.ndarray:
         """The bin of each task in a batch (leading axis), -1 for a task outside the space."""
-        if self.levels is not None:
-            count = len(np.asarray(tasks[self.fields[0]]))
-            out = np.full(count, -1, np.int64)
-            for i, level in enumerate(self.levels):
-                match = np.ones(count, bool)
-                for k in self.fields:
-                    value = np.asarray(tasks[k]).reshape(count, -1)
-                    match &= np.all(value == np.asarray(level[k]).reshape(1, -1), axis=1)
-                out[(out < 0) & match] = i
-            return out
+        if self.levels is not None:  # the first level each task is (a lookup: a set may hold thousands)
+            batch = {k: np.asarray(tasks[k]).astype(self._stacked[k].dtype) for k in self.fields}
+            count = len(batch[self.fields[0]])
+            return np.array([self._index.get(_level_key(batch, i, self.fields), -1) for i in range(count)], np.int64)
         indices, valid = [], None
         for name, (kind, value) in self.entries.items():
             field = self.spec[name]
@@ -210,6 +211,12 @@ class TaskSpace:
             elif kind == "values":
                 out[name] = (float(value.min()), float(value.max()))
         return out
+
+
+def _level_key(stacked: Mapping[str, np.ndarray], i: int, fields) -> tuple:
+    """Entry `i` of a batch of tasks, hashable and equal where the values are."""
+    values = (stacked[k][i] for k in fields)
+    return tuple(np.ascontiguousarray(v + 0 if v.dtype.kind == "f" else v).tobytes() for v in values)  # + 0: -0.0 is 0.0
 
 
 def _positive_int(where: str, value: Any) -> int:

@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune.agents import PPO, PPOConfig
-from ajax_tune.envs.base import Env, EnvState
+from ajax_tune.envs.base import Env, EnvState, TaskField
 from ajax_tune.envs.corridor import Corridor
+from ajax_tune.errors import TaskError
 
 NOT_CALLABLE = 3
 
@@ -55,3 +56,36 @@ class Coin(Env):
 
 def coin() -> Coin:
     return Coin()
+
+
+class NamedCorridor(Corridor):
+    """A corridor that knows tasks by name, in named sets (as a suite names its shipped levels),
+    and carries a large task field (as a level does) that results leave out."""
+
+    NAMES = {"short": 2, "middle": 4, "long": 6}
+    SETS = {"all": ("short", "middle", "long"), "ends": ("short", "long")}
+
+    def __init__(self):
+        super().__init__(max_length=8, max_episode_steps=20, default_length=3)
+        self.name = "named_corridor"
+        self.task_spec = {**self.task_spec, "walls": TaskField(0.0, 0.0, 1.0, np.float32, (4, 5), "unused: a level's data")}
+
+    def task_names(self):
+        return list(self.NAMES)
+
+    def named_task(self, name):
+        if name not in self.NAMES:
+            raise TaskError(f"{self.name} has no task {name!r}")
+        return self.validate_task({"length": self.NAMES[name], "walls": np.full((4, 5), self.NAMES[name] / 10)})
+
+    def task_sets(self):
+        return list(self.SETS)
+
+    def task_set(self, name):
+        if name not in self.SETS:
+            return super().task_set(name)
+        return [self.named_task(n) for n in self.SETS[name]]
+
+
+def named_corridor() -> NamedCorridor:
+    return NamedCorridor()
