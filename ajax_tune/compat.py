@@ -1,4 +1,4 @@
-"""Every private API of jax, ray and brax that ajax_tune relies on, in one place, and every API
+"""Every private API of jax, ray, brax and the env suites that ajax_tune relies on, in one place, and every API
 that differs between the versions it supports (pyproject's ranges; `versions.py` checks them).
 
 None of the private ones is a public, documented interface; each is here because no public one
@@ -108,6 +108,22 @@ def backends_are_initialized() -> bool:
 def brax_env_names() -> list[str]:
     """The names `brax.envs.get_environment` knows (brax has no public listing)."""
     return sorted(_private("brax.envs", "_envs", "brax"))
+
+
+# -- MuJoCo Playground ---------------------------------------------------------------------------
+
+
+def playground_env_with_model(env: Any, model: Any) -> Any:
+    """A shallow copy of a MuJoCo Playground env that simulates `model` (an `mjx.Model` of the
+    same shapes). Its public `mjx_model` is a read-only view of the private `_mjx_model`, which
+    Playground's own domain randomisation (`wrapper.DomainRandomizationVmapWrapper`) sets the same way."""
+    import copy
+
+    if not isinstance(getattr(type(env), "mjx_model", None), property) or not hasattr(env, "_mjx_model"):
+        raise _gone("mujoco_playground MjxEnv._mjx_model (behind its mjx_model property)", "playground")
+    copied = copy.copy(env)
+    copied._mjx_model = model
+    return copied
 
 
 # -- pandas --------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ajax_tune import compat
+from tests.support.helpers import import_extra
 
 
 def test_jit_cache_size_counts_compiled_programs():
@@ -41,6 +42,18 @@ def test_backends_are_initialized():
 def test_brax_env_names():
     names = compat.brax_env_names()
     assert "inverted_pendulum" in names and "ant" in names
+
+
+def test_playground_env_with_model():
+    """Needs the playground extra, which dev cannot hold (docs/testing.md): run where it is installed."""
+    import_extra("mujoco_playground", extra="playground", in_dev=False)
+    from mujoco_playground import registry
+
+    env = registry.load("CartpoleBalance", config_overrides={"impl": "jax"})
+    heavier = env.mjx_model.tree_replace({"body_mass": env.mjx_model.body_mass * 2})
+    copied = compat.playground_env_with_model(env, heavier)
+    assert copied.mjx_model is heavier and env.mjx_model is not heavier  # the original is untouched
+    assert type(copied) is type(env) and copied.action_size == env.action_size
 
 
 def test_wandb_logging_internals(tmp_path, monkeypatch):

@@ -154,11 +154,16 @@ def assert_refused_before_compiling(config, message):
     assert built == [], f"refused only after building: {built}"
 
 
-def import_extra(module: str, extra: str):
+def import_extra(module: str, extra: str, in_dev: bool = True):
     """`module`, which the `extra` installs (and `dev` with it). Missing, it fails the tests that
     need it: a broken install must not pass as skipped tests. A user who installed without the
     extra on purpose skips them by naming it in AJAX_TUNE_TESTS_WITHOUT (comma-separated), except
-    in CI, where nothing may be left out."""
+    in CI, where nothing may be left out.
+
+    An extra that `dev` cannot hold (`in_dev=False`: kinetix, playground; docs/testing.md says
+    why) is installed by a step of its own, so its tests skip where it is missing, unless
+    AJAX_TUNE_TESTS_REQUIRE names it (comma-separated, or `all`), as CI's step that installs it
+    does: there, missing, they fail."""
     import importlib
     import os
 
@@ -166,6 +171,14 @@ def import_extra(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError as exc:
         reason = f"{module} does not import ({exc})"
+    if not in_dev:
+        required = os.environ.get("AJAX_TUNE_TESTS_REQUIRE", "").replace(" ", "").split(",")
+        if extra not in required and "all" not in required:
+            pytest.skip(
+                f"{reason}; the {extra} extra is not part of dev (set AJAX_TUNE_TESTS_REQUIRE={extra} to require it)",
+                allow_module_level=True,
+            )
+        pytest.fail(f"{reason}, and AJAX_TUNE_TESTS_REQUIRE names {extra}: install it as docs/envs.md says", pytrace=False)
     opted_out = extra in os.environ.get("AJAX_TUNE_TESTS_WITHOUT", "").replace(" ", "").split(",")
     if opted_out and not os.environ.get("CI"):
         pytest.skip(f"{reason}; skipped as AJAX_TUNE_TESTS_WITHOUT asks", allow_module_level=True)

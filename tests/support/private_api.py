@@ -29,6 +29,14 @@ LIBRARIES = (
     "gymnasium",
     "mujoco",
     "chex",
+    # the env suites (ajax_tune/envs/*_adapter.py)
+    "xminigrid",
+    "craftax",
+    "navix",
+    "kinetix",
+    "jax2d",
+    "mujoco_playground",
+    "jumanji",
 )
 #: The modules of Ray that are its documented API; any other `ray.*` module is internal.
 PUBLIC = {

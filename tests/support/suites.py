@@ -1,0 +1,124 @@
+"""What every env suite's tests check (tests/test_suite_*.py): a Runner builds, trains two calls,
+saves and restores into a fresh Runner that continues as the original does, and a new task (where
+the suite has tasks) changes data, not the program; the env exported to gymnasium passes its checker."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from ajax_tune.envs import make_env
+from ajax_tune.envs.gymnasium_adapter import as_gymnasium
+from ajax_tune.errors import ConfigError, TaskError
+from ajax_tune.runner import Runner
+from tests.support.helpers import assert_trees_equal, programs_built
+
+#: the smallest PPO that trains: 4 envs, unrolls of 8, two updates a call
+TINY = {
+    "agent": {"num_envs": 4, "unroll_length": 8, "num_minibatches": 2, "update_epochs": 1, "hidden_sizes": [16]},
+    "train": {"total_timesteps": 10_000, "timesteps_per_iteration": 4 * 8 * 2, "num_seeds": 1, "eval_episodes": 1},
+}
+
+
+def tiny(env: dict, **sections) -> dict:
+    return {"env": env, **TINY, **sections}
+
+
+def refused(config: dict, message: str) -> None:
+    """`config` is refused in one line matching `message` (a ConfigError, or the TaskError of a
+    starting task that does not fit) by `Runner.check` and by `Runner(config)`, before any
+    program is lowered or compiled."""
+    for attempt in (Runner.check, Runner):
+        with programs_built() as built, pytest.raises((ConfigError, TaskError), match=message) as info:
+            attempt(config)
+        assert "\n" not in str(info.value), str(info.value)
+        assert built == [], f"refused only after building: {built}"
+
+
+def smoke(config: dict, tmp_path, new_task=None) -> Runner:
+    """Two calls (a new task set between them, if given), a save and a restore that continues
+    bit-exactly; one compilation throughout."""
+    runner = Runner(config, trial_id="t")
+    first = runner.train()
+    if new_task is not None:
+        before = runner.get_task()
+        runner.set_task(new_task)
+        assert any(not np.array_equal(before[k], v) for k, v in runner.get_task().items()), "the new task is the old one"
+    second = runner.train()
+    assert second["env_steps"] == 2 * first["env_steps"] > 0
+    assert second["train/nonfinite"] == 0 and np.isfinite(
+        second["train/episode_return_mean"] if second["train/episodes"] else 0.0
+    )
+    assert second["perf/compilations"] == 1, "a new task recompiled" if new_task is not None else "recompiled"
+
+    runner.save(tmp_path / "ck")
+    restored = Runner(config, trial_id="t")
+    restored.restore(tmp_path / "ck")
+    assert_trees_equal(runner.state, restored.state)
+    third, again = runner.train(), restored.train()
+    assert third["env_steps"] == again["env_steps"] == 3 * first["env_steps"]
+    assert_trees_equal(runner.state.agent.params, restored.state.agent.params)
+    return runner
+
+
+def gymnasium_check(name: str, **kwargs) -> None:
+    """`as_gymnasium(env)` passes gymnasium's `check_env`, and its checker warns of nothing but
+    unbounded observations (a physics state has no bounds)."""
+    from gymnasium.utils.env_checker import check_env
+
+    env = as_gymnasium(make_env(name, **kwargs), seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(env, skip_render_check=True)
+    complaints = [str(w.message) for w in caught if "WARN" in str(w.message) and "infinity" not in str(w.message)]
+    assert complaints == [], complaints
+
+
+def write_rulesets(path) -> str:
+    """A small XLand ruleset benchmark in xminigrid's file format (what `load_benchmark_from_path`
+    reads), made here so that no test downloads one: three rulesets of up to one rule and three
+    tiles. Returns the path."""
+    from xminigrid.benchmarks import save_bz2_pickle
+    from xminigrid.core.constants import Colors, Tiles
+    from xminigrid.core.goals import AgentHoldGoal, AgentNearGoal
+    from xminigrid.core.rules import AgentHoldRule, EmptyRule, TileNearRule
+
+    def tile(kind, colour):
+        return np.asarray([kind, colour], np.uint8)
+
+    empty_rule, empty_tile = np.asarray(EmptyRule().encode()), tile(Tiles.EMPTY, Colors.EMPTY)
+    rulesets = [
+        (AgentNearGoal(tile=tile(Tiles.BALL, Colors.RED)), [], [tile(Tiles.BALL, Colors.RED)]),
+        (
+            AgentHoldGoal(tile=tile(Tiles.SQUARE, Colors.BLUE)),
+            [AgentHoldRule(tile=tile(Tiles.BALL, Colors.GREEN), prod_tile=tile(Tiles.SQUARE, Colors.BLUE))],
+            [tile(Tiles.BALL, Colors.GREEN), tile(Tiles.PYRAMID, Colors.YELLOW)],
+        ),
+        (
+            AgentHoldGoal(tile=tile(Tiles.STAR, Colors.PINK)),
+            [
+                TileNearRule(
+                    tile_a=tile(Tiles.BALL, Colors.RED),
+                    tile_b=tile(Tiles.KEY, Colors.RED),
+                    prod_tile=tile(Tiles.STAR, Colors.PINK),
+                )
+            ],
+            [tile(Tiles.BALL, Colors.RED), tile(Tiles.KEY, Colors.RED), tile(Tiles.HEX, Colors.GREEN)],
+        ),
+    ]
+
+    def padded(rows, count, filler):
+        return np.stack([np.asarray(r) for r in rows] + [filler] * (count - len(rows)))
+
+    save_bz2_pickle(
+        {
+            "goals": np.stack([np.asarray(goal.encode()) for goal, _, _ in rulesets]),
+            "rules": np.stack([padded([r.encode() for r in rules], 1, empty_rule) for _, rules, _ in rulesets]),
+            "init_tiles": np.stack([padded(tiles, 3, empty_tile) for _, _, tiles in rulesets]),
+            "num_rules": np.asarray([len(rules) for _, rules, _ in rulesets]),
+        },
+        str(path),
+    )
+    return str(path)
