@@ -57,7 +57,10 @@ def test_minatar_breakout_trains_evaluates_saves_and_restores(tmp_path):
 @pytest.mark.parametrize(
     "section, message",
     [
-        ({"heldout": {"tasks": [{}]}}, r"^heldout: coin has no task fields \(its task is empty\), so there are no tasks to hold out"),
+        (
+            {"heldout": {"tasks": [{}]}},
+            r"^heldout: coin has no task fields \(its task is empty\), so there are no tasks to hold out",
+        ),
         ({"task_sampler": {"name": "uniform"}}, "^task_sampler: coin has no task fields"),
         ({"env": {"name": "tests.support.custom_parts:coin", "levels": [{}, {}]}}, "^env.levels: coin has no task fields"),
     ],

@@ -113,6 +113,7 @@ class CraftaxEnv(Env):
         return self._pool
 
     def reset(self, key, task) -> EnvState:
+        key = _raw(key)
         params = self.params_for(task)
         if self.start_states:
             index = jax.random.randint(key, (), 0, self.start_states)
@@ -129,7 +130,7 @@ class CraftaxEnv(Env):
 
     def step(self, state, action, key) -> EnvState:
         obs, physics, reward, done, _ = self.craftax_env.step_env(
-            key, state.physics, jnp.asarray(action, jnp.int32), self.params_for(state.task)
+            _raw(key), state.physics, jnp.asarray(action, jnp.int32), self.params_for(state.task)
         )
         return state.replace(
             obs=jnp.asarray(obs, jnp.float32).reshape(-1),
@@ -137,6 +138,12 @@ class CraftaxEnv(Env):
             terminated=jnp.asarray(done, jnp.bool_).reshape(()),
             physics=_strongly_typed(physics),
         )
+
+
+def _raw(key: jax.Array) -> jax.Array:
+    # craftax keeps keys it is given in its state, as the raw uint32 pairs its start worlds hold;
+    # a typed key (gymnasium export draws them) would make states of two kinds
+    return jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else key
 
 
 def _strongly_typed(tree: Any) -> Any:
