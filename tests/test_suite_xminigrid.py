@@ -92,3 +92,27 @@ def test_minigrid_trains_saves_and_restores(tmp_path):
 @pytest.mark.parametrize("name", [ROOM, "xminigrid/MiniGrid-DoorKey-5x5"])
 def test_passes_gymnasiums_checker(name):
     gymnasium_check(name)
+
+
+@pytest.mark.learning
+def test_ppo_learns_an_xland_room():
+    """PPO with the MLP learns the default XLand task (stand next to the ball in a 9x9 room) from
+    its egocentric view: the untrained policy's evaluation return is near 0, and after 65,536 env
+    steps per seed the mean over 4 seeds is at least 0.75 (return 1 - 0.9 * steps / 243 on
+    success). Measured (2026-12-05, 4 seeds): 0.03 at the start, 0.64, 0.89, 0.84, 0.93 after each
+    call; compiling takes most of the test's time (about 1 minute idle, 2:20 at a load of 9)."""
+    agent = {"num_envs": 32, "unroll_length": 32, "num_minibatches": 4, "update_epochs": 2, "hidden_sizes": [64, 64], "lr": 1e-3}
+    train = {
+        "total_timesteps": 65_536,
+        "timesteps_per_iteration": 16_384,
+        "num_seeds": 4,
+        "eval_episodes": 8,
+        "eval_at_start": True,
+    }
+    runner = Runner({"env": {"name": ROOM}, "agent": {**agent, "ent_coef": 0.01}, "train": train})
+    result = first = runner.train()
+    while not result["done"]:
+        result = runner.train()
+    print("XLand room: eval return", round(first["eval/start/return_mean"], 3), "->", round(result["eval/return_mean"], 3))
+    assert first["eval/start/return_mean"] < 0.3
+    assert result["eval/return_mean"] >= 0.75 and result["perf/compilations"] == 1
