@@ -4,6 +4,9 @@ An `Env` is a static object: its methods are pure functions of their arguments, 
 training loop can close over it. Everything that changes while training lives in `EnvState`,
 including the task. A task is a flat mapping of field name to array, described by `TaskField`s;
 setting a different task changes values, never shapes, so nothing that steps the env recompiles.
+A field may be a scalar knob (a length, a gravity) or a structured part of a level of any shape
+(a maze's boolean wall grid, an integer position): both are validated, batched per env and
+checkpointed the same way.
 """
 
 from __future__ import annotations
@@ -77,9 +80,12 @@ class EnvState:
 
 @dataclasses.dataclass(frozen=True)
 class TaskField:
-    """One field of an env's task: its default, dtype, shape and allowed closed range."""
+    """One field of an env's task: its default, dtype, shape and allowed closed range.
 
-    default: float | int | tuple
+    A boolean field (`dtype=np.bool_`, a wall grid) takes booleans, or 0 and 1; its range is
+    [0, 1] whatever `low` and `high` say."""
+
+    default: float | int | bool | tuple
     low: float
     high: float
     dtype: type = np.float32
@@ -90,9 +96,20 @@ class TaskField:
     def is_integer(self) -> bool:
         return np.issubdtype(self.dtype, np.integer)
 
+    @property
+    def is_bool(self) -> bool:
+        return np.dtype(self.dtype) == np.bool_
+
+    @property
+    def size(self) -> int:
+        """Values per env (1 for a scalar)."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
     def describe(self) -> str:
-        kind = "integer" if self.is_integer else "float"
         shape = "scalar" if not self.shape else f"shape {self.shape}"
+        if self.is_bool:
+            return f"boolean {shape}"
+        kind = "integer" if self.is_integer else "float"
         return f"{kind} {shape} in [{self.low:g}, {self.high:g}]"
 
 
@@ -190,33 +207,61 @@ def _check_field(env_name: str, name: str, field: TaskField, value: Any, num_env
     try:
         arr = np.asarray(value)
     except Exception as exc:  # ragged lists and the like
-        raise TaskError(f"{where} expected {field.describe()}, got {value!r} ({exc})") from None
+        raise TaskError(f"{where} expected {field.describe()}, got {_shown(value)} ({_one_line(exc)})") from None
     if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise TaskError(f"{where} expected {field.describe()}, got {value!r} of type {arr.dtype}")
-    if arr.dtype.kind == "b":
-        raise TaskError(f"{where} expected {field.describe()}, got a boolean {value!r}")
+        raise TaskError(f"{where} expected {field.describe()}, got {_shown(value, arr)} of type {arr.dtype}")
+    if arr.dtype.kind == "b" and not field.is_bool:
+        raise TaskError(f"{where} expected {field.describe()}, got a boolean {_shown(value, arr)}")
     shapes = [field.shape] + ([(num_envs, *field.shape)] if num_envs is not None else [])
     if arr.shape not in shapes:
         allowed = " or ".join(str(s) for s in shapes)
         raise TaskError(f"{where} expected shape {allowed}, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise TaskError(f"{where} expected finite values, got {value!r}")
-    if field.is_integer and arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-        raise TaskError(f"{where} expected an integer, got {value!r}")
-    if np.any(arr < field.low) or np.any(arr > field.high):
-        raise TaskError(f"{where} expected {field.describe()}, got {value!r}")
+        raise TaskError(f"{where} expected finite values, got {_shown(value, arr, ~np.isfinite(arr))}")
+    fractional = arr != np.round(arr)
+    if (field.is_integer or field.is_bool) and arr.dtype.kind == "f" and np.any(fractional):
+        kind = "an integer" if field.is_integer else "a boolean"
+        raise TaskError(f"{where} expected {kind}, got {_shown(value, arr, fractional)}")
+    low, high = (0, 1) if field.is_bool else (field.low, field.high)
+    outside = (arr < low) | (arr > high)
+    if np.any(outside):
+        raise TaskError(f"{where} expected {field.describe()}, got {_shown(value, arr, outside)}")
     return arr.astype(field.dtype)
+
+
+#: A value with at most this many elements is quoted whole in an error; a larger one (a wall
+#: grid) by its shape and its first offending element, so every error stays one line.
+QUOTED_SIZE = 8
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _shown(value: Any, arr: np.ndarray | None = None, bad: np.ndarray | None = None) -> str:
+    """`value` for an error message, on one line: quoted whole when small, else by its shape
+    (and where `bad` marks offending elements, the first one and its index)."""
+    if arr is None or (arr.size <= QUOTED_SIZE and arr.ndim <= 1):
+        return _one_line(repr(value))
+    text = f"an array of shape {arr.shape}"
+    if bad is not None and np.any(bad):
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        text += f" with {int(np.sum(bad))} such value(s), the first {arr[index].item()!r} at index {list(index)}"
+    return text
 
 
 def task_to_jax(task: Mapping[str, np.ndarray]) -> Task:
     return {k: jnp.asarray(v) for k, v in task.items()}
 
 
-def flatten_task(task: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """A task as plain floats under stable keys (`length`, `target_0`, ...), for results."""
+def flatten_task(task: Mapping[str, Any], prefix: str = "", max_size: int | None = None) -> dict[str, float]:
+    """A task as plain floats under stable keys (`length`, `target_0`, ...), for results; with
+    `max_size`, only the fields of at most that many values (a wall grid is no result key)."""
     flat: dict[str, float] = {}
     for name, value in task.items():
         arr = np.asarray(value, np.float64)
+        if max_size is not None and arr.size > max_size:
+            continue
         if arr.ndim == 0:
             flat[f"{prefix}{name}"] = float(arr)
         else:
