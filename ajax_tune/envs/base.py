@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax_tune.errors import TaskError
+from ajax_tune.errors import ConfigError, TaskError
 
 Task = dict[str, jax.Array]
 
@@ -127,6 +127,20 @@ class Env(abc.ABC):
     Subclasses set `name`, `observation_space`, `action_space`, `max_episode_steps` and
     `task_spec`, and implement `reset` and `step`. `step` reports the natural end of an episode
     through `terminated`; time limits belong to `EpisodeWrapper`.
+
+    Optional parts, for envs whose tasks are levels (JaxUED's maze, `envs/jaxued_adapter.py`):
+
+    - `image_shape = (H, W, C)`: the first H*W*C entries of the flat observation are an image,
+      row-major and channels last; the rest are other features. `agent.encoder` reads it.
+    - `generate_level(key) -> task` and `mutate_level(key, task, num_edits) -> task`: pure,
+      jittable functions of one (unbatched) task with the task's shapes and dtypes; vmap them
+      for a batch. `num_edits` may be a traced int32: edits beyond it are no-ops, so a new count
+      never recompiles, and 0 edits return the task unchanged. Level algorithms that make or
+      edit levels inside the compiled program (DR, ACCEL) use exactly these two; an env without
+      them cannot run them.
+    - `named_task_sets()` and `named_tasks(name) -> (names, batch)`: fixed sets of tasks by name
+      (JaxUED's eight held-out mazes), each task named, as one validated batch (field ->
+      `[K, *shape]`), for `heldout: {named: <set>}`.
     """
 
     name: str
@@ -136,6 +150,8 @@ class Env(abc.ABC):
     task_spec: Mapping[str, TaskField]
     #: keys of `EnvState.info` this env reports; "success" enables success rates.
     info_keys: tuple[str, ...] = ()
+    #: (H, W, C) when the observation starts with an image (see above); None otherwise.
+    image_shape: tuple[int, int, int] | None = None
 
     @abc.abstractmethod
     def reset(self, key: jax.Array, task: Task) -> EnvState:
@@ -163,6 +179,15 @@ class Env(abc.ABC):
     ) -> dict[str, np.ndarray]:
         """Check a task on the host and return it as numpy arrays; see `validate_task`."""
         return validate_task(self.name, self.task_spec, task, num_envs=num_envs, current=current)
+
+    def named_task_sets(self) -> tuple[str, ...]:
+        """The names `named_tasks` takes (none unless an env provides sets)."""
+        return ()
+
+    def named_tasks(self, name: str) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+        """The named set `name`: each task's name and the tasks as one batch (see above)."""
+        known = ", ".join(self.named_task_sets()) or "none"
+        raise ConfigError(f"{self.name}: no named task set {name!r}; this env's named sets: {known}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
