@@ -91,15 +91,24 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):
             check_run(train)
     dataset = load_dataset(cfg, wrapped, agent) if cfg.train.dataset or getattr(agent, "offline", False) else None
+    heldout_names = None if cfg.heldout is None else heldout_labels(cfg, env)
     return wrapped, TrainLoop(
         wrapped,
         agent,
         cfg.train,
-        num_heldout=cfg.num_heldout,
+        heldout_names=heldout_names,
         num_members=cfg.num_members,
         learning_signal=cfg.learning_signal,
         dataset=dataset,
     )
+
+
+def heldout_labels(cfg: Config, env) -> tuple[str, ...]:
+    """The held-out tasks' names in results, checked against the env (a named set it has)."""
+    try:
+        return cfg.heldout.labels(env)
+    except ConfigError as exc:
+        raise ConfigError(f"heldout: {exc}") from None
 
 
 def load_dataset(cfg: Config, env: EpisodeWrapper, agent) -> DatasetInput:

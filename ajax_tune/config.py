@@ -81,7 +81,7 @@ class Config:
     callbacks: tuple = ()
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
     task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
-    heldout: HeldOut | None = None  # parsed from {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
+    heldout: HeldOut | None = None  # parsed from {"tasks": [...]}, {"space": {...}, "num_tasks": K, "seed": s} or {"named": set}
     population: Population | None = None  # the members trained as lanes of this trial (see population.py)
 
     @classmethod
@@ -189,7 +189,7 @@ class Config:
             "agent_name": self.agent_name,
             "agent": static_values(self.agent),
             "train": static_values(self.train),
-            "num_heldout": self.num_heldout,
+            "num_heldout": None if self.heldout is None else self.heldout.static_key,
             "num_members": self.num_members,
             "learning_signal": self.learning_signal,
         }
@@ -207,8 +207,9 @@ class Config:
         return reads_learning_signal(self.task_sampler)
 
     @property
-    def num_heldout(self) -> int:
-        """How many held-out tasks the loop evaluates (a static shape; 0 without a set)."""
+    def num_heldout(self) -> int | None:
+        """How many held-out tasks the loop evaluates (a static shape; 0 without a set). A named
+        set's size is its env's (None here: `HeldOut.labels(env)` has it)."""
         return 0 if self.heldout is None else self.heldout.count
 
 

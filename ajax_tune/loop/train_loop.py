@@ -44,11 +44,19 @@ class TrainLoop:
         num_members: int = 1,
         learning_signal: bool = True,
         dataset: DatasetInput | None = None,
+        heldout_names: Sequence[str] | None = None,
     ):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent, self.config, self.dataset = agent, config, dataset
         self.learning_signal = bool(learning_signal)
-        self.num_heldout = int(num_heldout)
+        # the held-out tasks, by the names results give them (their indices unless named)
+        if heldout_names is not None:
+            self.heldout_names = tuple(str(name) for name in heldout_names)
+            if num_heldout and num_heldout != len(self.heldout_names):
+                raise ConfigError(f"num_heldout ({num_heldout}) and heldout_names ({len(self.heldout_names)}) disagree")
+        else:
+            self.heldout_names = tuple(str(i) for i in range(int(num_heldout)))
+        self.num_heldout = len(self.heldout_names)
         if int(num_members) < 1:
             raise ConfigError(f"a population needs at least one member, got {num_members}")
         self.num_members = int(num_members)
@@ -136,7 +144,7 @@ class TrainLoop:
         return K.PROGRESS_KEYS if self.dataset is None else (*K.PROGRESS_KEYS, *K.OFFLINE_KEYS)
 
     def summarize(self, out: CallOutput) -> dict[str, float]:
-        return summarize(out, latest=self.agent.latest_metrics)
+        return summarize(out, latest=self.agent.latest_metrics, heldout_names=self.heldout_names)
 
     # -- states --------------------------------------------------------------------------
 

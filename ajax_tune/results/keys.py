@@ -65,7 +65,8 @@ NONFINITE = "train/nonfinite"
 HEALTH_PREFIX = "health/"
 HEALTH_SUFFIX = "_nonfinite_at"
 
-#: The held-out set: means over tasks and seeds, and per task `eval/heldout/<i>/<name>`.
+#: The held-out set: means over tasks and seeds, and per task `eval/heldout/<i>/<name>` (a named
+#: set's tasks by their names: `eval/heldout/SixteenRooms/success_rate`).
 HELDOUT_PREFIX = "eval/heldout/"
 HELDOUT_NAMES = ("return", "success_rate")
 
@@ -136,8 +137,14 @@ def health_part(key: str) -> str | None:
     return None
 
 
-def heldout_keys(num_tasks: int) -> list[str]:
-    return heldout_mean_keys(num_tasks) + [f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES]
+def heldout_labels(tasks: int | Iterable[str]) -> tuple[str, ...]:
+    """How results name each held-out task: by index, or by the names given."""
+    return tuple(str(i) for i in range(tasks)) if isinstance(tasks, int) else tuple(tasks)
+
+
+def heldout_keys(tasks: int | Iterable[str]) -> list[str]:
+    labels = heldout_labels(tasks)
+    return heldout_mean_keys(len(labels)) + [f"{HELDOUT_PREFIX}{label}/{name}" for label in labels for name in HELDOUT_NAMES]
 
 
 def heldout_mean_keys(num_tasks: int) -> list[str]:
