@@ -16,7 +16,7 @@ from tests.support.helpers import assert_refused_before_compiling, host, import_
 import_extra("jaxued", extra="ued")
 
 from gymnasium.utils.env_checker import check_env  # noqa: E402
-from jaxued.environments.maze import Level, Maze, make_level_generator  # noqa: E402
+from jaxued.environments.maze import Level, Maze, make_level_generator, make_level_mutator_minimax  # noqa: E402
 from jaxued.environments.maze.env import EnvParams  # noqa: E402
 from jaxued.environments.maze.level import prefabs  # noqa: E402
 
@@ -189,7 +189,7 @@ def test_the_generator_is_jaxueds_and_pure():
         np.testing.assert_array_equal(levels[name][5], np.asarray(getattr(theirs, name)))
 
 
-def test_the_mutator_edits_at_most_num_edits_and_a_traced_count_compiles_once():
+def test_the_mutator_edits_at_most_num_edits_and_a_traced_count_compiles_once(monkeypatch):
     env = make_env("jaxued/maze", **SMALL)
     parent = task_to_jax(parse_maze(CORRIDOR))
     mutate = jax.jit(env.mutate_level)
@@ -203,9 +203,10 @@ def test_the_mutator_edits_at_most_num_edits_and_a_traced_count_compiles_once():
         assert flipped <= n + moved and np.array_equal(child["agent_pos"], np.asarray(parent["agent_pos"]))
         env.validate_task(child)  # still a valid level: the agent and the goal on free cells
     assert not all(np.array_equal(children[5][k], np.asarray(parent[k])) for k in parent)
-    # JaxUED's minimax mutator, as maze_plr calls it with 5 edits
-    level = jaxued_level(env, parent)
-    theirs = compat.jaxued_minimax_mutator(env.max_edits)(key, level, 5)
+    # JaxUED's minimax mutator itself, as maze_plr calls it with 5 edits (jaxued 0.0.1 calls
+    # jax.tree_map: the test gives jax one, for the test only)
+    monkeypatch.setattr(jax, "tree_map", jax.tree_util.tree_map, raising=False)
+    theirs = make_level_mutator_minimax(env.max_edits)(key, jaxued_level(env, parent), 5)
     for name in parent:
         np.testing.assert_array_equal(children[5][name], np.asarray(getattr(theirs, name)))
     # pure: a batch, vmapped, gives each level what it gives alone

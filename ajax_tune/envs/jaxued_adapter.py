@@ -22,7 +22,9 @@ vector: the maze's egocentric image (row-major, channels last; `image_shape`) an
 of the agent's direction.
 
 jaxued is imported only where a program is traced (or a factory runs): importing its env package
-makes arrays, which starts JAX's backends, and a driver that only validates a config must not.
+makes arrays, which starts JAX's backends, and a driver that only validates a config
+(`Runner.check`) must not. Tracing (the state's shapes, for a memory check) starts them, as
+building a brax env does.
 """
 
 from __future__ import annotations

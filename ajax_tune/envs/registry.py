@@ -35,9 +35,9 @@ def _gymnax(env_id: str) -> Callable[..., Env]:
 
 
 def _jaxued(rest: str) -> Callable[..., Env]:
-    from ajax_tune.envs import jaxued_adapter
+    from ajax_tune.envs.jaxued_adapter import make
 
-    return jaxued_adapter.make(rest)
+    return make(rest)
 
 
 # built-ins as import paths, imported when first named
