@@ -393,7 +393,7 @@ def test_the_section_round_trips_and_explores_a_schedules_kind():
         ({"mutations": {"agent": {"gamma": {"uniform": [0.9, 1.5]}}}}, r"mutations.agent.gamma: agent.gamma must be <= 1"),
         ({"mutations": {"agent": {"gamma": 0.99}}}, r"mutations.agent.gamma must be a list of values or a distribution"),
         ({"mutations": {"agent": {"gamma": {"grid": [0.9, 0.99]}}}}, r"\{grid: ...\} is not something to explore"),
-        ({"mutations": {"train": {"total_timesteps": [1000]}}}, r"mutates the agent's traced settings only"),
+        ({"mutations": {"train": {"total_timesteps": [1000]}}}, r"mutates traced settings of the agent"),
         ({"perturb": [0.8]}, r"unknown key population.pbt.'perturb'"),
         ("yes", r"population.pbt must be a mapping"),
     ],
