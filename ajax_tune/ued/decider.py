@@ -31,9 +31,9 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+import ajax_tune.ued.buffer as B
+import ajax_tune.ued.scores as S
 from ajax_tune.agents.hparams import init_hparams
-from ajax_tune.ued import buffer as B
-from ajax_tune.ued import scores as S
 from ajax_tune.ued.config import UEDConfig
 
 DR, REPLAY, MUTATE = 0, 1, 2
