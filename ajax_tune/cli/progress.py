@@ -6,7 +6,6 @@ import sys
 import threading
 import time
 
-
 #: Seconds of work before the line shows: soon on a terminal, where a person waits; much later in a
 #: log or a pipe, where a few seconds of silence say nothing and a line would only be noise.
 TERMINAL_DELAY, LOG_DELAY = 3.0, 30.0

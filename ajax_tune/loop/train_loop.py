@@ -78,7 +78,7 @@ class TrainLoop:
             self.program = make_offline_program(self.env, agent, config, num_heldout=self.num_heldout, num_lanes=lanes)
         self.venv = VecEnv(self.env, self.program.num_envs)
         self.lanes = Lanes(self.venv, agent, self.num_members, config.num_seeds, self.num_heldout)
-        self.compiled = Compiled(self.program)
+        self.compiled = Compiled(self.program, self.lanes.count, config.devices)
 
     # -- identity ------------------------------------------------------------------------
 
@@ -214,7 +214,7 @@ class TrainLoop:
 
     def inputs(self) -> tuple:
         """What a call takes besides the state: the dataset, once, for an offline program."""
-        return () if self.dataset is None else (self.dataset.data(self.device),)
+        return () if self.dataset is None else (self.dataset.data(self.compiled.input_placement),)
 
     def train(self, state: TrainState) -> tuple[TrainState, CallOutput]:
         """One call, `state` donated. Returns the new state and the call's output: per-update
