@@ -7,14 +7,19 @@ from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.envs import make_env
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.loop.summary import summarize
+from ajax_tune.results import keys as K
 from ajax_tune.runner import Runner
 from ajax_tune.schedules import Schedule
 from tests.support.helpers import corridor_loop
 
 
-@pytest.mark.slow  # trains to a threshold in the suite's cheap build: at this size the full
-# build's compile costs more than its faster run saves (cold, 2 busy cores: the test took 16 s there against 18 s fully optimised)
+@pytest.mark.learning  # docs/learning.md's "PPO solves cartpole": asserted in the build users run
 def test_ppo_solves_cartpole_within_500k_steps():
+    """The mean evaluation return of 4 seeds (8 episodes each) reaches 475 within 500k env steps
+    per seed, from below 475 at the first evaluation; it prints the curve it took. Measured in the
+    users' build: 410.6, 286.6, 440.6 and 499.8 after 24,576 to 98,304 env steps per seed, so the
+    threshold was crossed at a fifth of the budget. Fully optimised it took 12 s with a cold
+    cache on 2 quiet cores (16 s before, in the suite's cheap build)."""
     env = make_env("cartpole")
     agent = PPO(
         PPOConfig(
@@ -39,25 +44,34 @@ def test_ppo_solves_cartpole_within_500k_steps():
         history.append((result["timestep"], result["eval/return_mean"]))
         if result["eval/return_mean"] >= 475:
             break
+    print("cartpole, PPO (env steps per seed, mean eval return of 4 seeds):", [(int(t), round(r, 1)) for t, r in history])
     assert history[-1][1] >= 475, f"cartpole not solved in 500k steps: {history}"
     assert history[0][1] < 475  # it had to learn: the first evaluation was not already solved
     assert loop.compilations == 1
 
 
 @pytest.mark.learning
-def test_ppo_defaults_solve_cartpole():
-    """A config that names only the env solves cartpole: the mean evaluation return of 4 seeds
-    after 491,520 env steps per seed is at least 475. Measured through the Runner, seed groups
-    0-5 (seeds 0-3, 1-4, ...): 500 in all six; the test runs group 0. The earlier defaults
-    (observation statistics, a constant 3e-4) gave 500, 500, 500, 500, 419 and 500 (group 4 had
-    reached 500 and slid back)."""
+def test_ppo_defaults_solve_cartpole_in_each_of_six_seed_groups():
+    """A config that names only the env solves cartpole: in each of six groups of 4 seeds
+    (`train.seed` 0 to 5), the mean evaluation return of the group's 4 seeds after 491,520 env
+    steps per seed is at least 475. The six groups train as members of one population (members
+    may differ in `train.seed`; a member's seeds are those of a single run of its config), 24
+    lanes of one program. Measured in the users' build: 500 in all six (every group at 500 from
+    294,912 env steps per seed on). The earlier defaults (observation statistics, a constant
+    3e-4) gave 500, 500, 500, 500, 419 and 500 (group 4 had reached 500 and slid back). The
+    margin: every group ends at 500 against the threshold of 475, and has held it for the last 4
+    of the 10 calls. Cost, cold cache, 2 quiet cores: 61 s, against 18 s for one group (d009214
+    had cut the test to one group for that; the README's claim is six)."""
+    groups = 6
     train = {"total_timesteps": 491_520, "timesteps_per_iteration": 49_152, "num_seeds": 4}
-    runner = Runner({"env": {"name": "cartpole"}, "train": train})
-    result = runner.train()
+    population = {"members": [{"train": {"seed": group}} for group in range(groups)]}
+    runner = Runner({"env": {"name": "cartpole"}, "train": train, "population": population})
+    result, curve = {"done": False}, []
     while not result["done"]:
         result = runner.train()
-    print("cartpole, PPO defaults: final mean eval return of 4 seeds:", round(result["eval/return_mean"], 1))
-    assert result["eval/return_mean"] >= 475
+        curve.append([round(result[K.member_key(g, "eval/return_mean")], 1) for g in range(groups)])
+    print("cartpole, PPO defaults (mean eval return of each 4-seed group, per call):", curve)
+    assert all(v >= 475 for v in curve[-1]), curve[-1]
     assert result["perf/compilations"] == 1 and result["env_steps"] == 491_520
 
 
