@@ -103,7 +103,7 @@ def test_a_curriculum_pays_off_on_the_deceptive_corridor():
     `reconfigure` keeps it). Measured for train seeds 0 to 3 (one run of 4 seeds each): direct
     training had 1, 0, 0 and 2 of its 4 seeds ever reaching the end (the others took the door in
     every evaluation), and the curriculum had all 4 at the end of 32 cells in all four, reaching
-    32 cells at call 8 for seed 0, which the test runs."""
+    32 cells at call 8 for seed 0, which the test runs. Cost, cold cache, 2 quiet cores: 8 s."""
     ladder = {
         "class": "ajax_tune.curriculum:ThresholdCurriculum",
         "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0},

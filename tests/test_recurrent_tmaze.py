@@ -5,14 +5,15 @@ The budget is 4 calls of 32,768 env steps per seed (131,072), both arms, 4 seeds
 each run; both are read on length 16 (a held-out task) after every call. Asserted for train seed
 0: the curriculum's seeds reach a mean success of 0.9 on length 16 within the budget, direct
 training's never do. Measured in the users' build with `python benchmarks/tmaze_curriculum.py
---budget 163840` (2026-12-04, train seeds 0 to 3, 5 calls): the curriculum's seeds first reached
+--budget 163840` (2026-12-05, train seeds 0 to 3, 5 calls): the curriculum's seeds first reached
 0.9 on length 16 after 2 calls in all four (at 1.0; an earlier build's run, docs/benchmarks.md,
 after 2 or 3 calls), so the budget leaves one to two calls of margin; direct training's best
 within 4 calls was 0.22, 0.22, 0.36 and 0.38 (0.22, 0.50, 0.45, 0.38 within 5), far below 0.9 and
 below the 0.5 of a policy that ignores the cue and walks to the junction. Short corridors make
 the cue's worth learnable; the memory then carries to the long one. Both arms run one program
-(the task is data), compiled once. (7e6ce4e had cut the budget to 3 calls, where two of four
-trials reached 0.9 only at the last call.)
+(the task is data), compiled once: 23 s with a cold cache on 2 quiet cores (21 s at 3 calls).
+(7e6ce4e had cut the budget to 3 calls, where two of four trials reached 0.9 only at the last
+call.)
 """
 
 import pytest

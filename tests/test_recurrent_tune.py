@@ -36,7 +36,8 @@ def test_a_population_of_recurrent_members_keeps_a_carry_per_env_of_each_lane():
     member under its own settings, in one program; and a member's lanes, carries included, are
     those of a single run of its config (`tests/test_population.py` checks this agent by agent
     for feed-forward agents; here the carry is the leaf it has not seen), and the member reports
-    that run's evaluation return."""
+    that run's evaluation return. The single run is a second (small, cheap-build) program: 9 s
+    with a cold cache on 2 quiet cores, against 5 s without it."""
     runner = Runner(recurrent_config(population={"members": [{"agent": {"lr": lr}} for lr in LRS]}))
     first = runner.train()
     state = host(runner.state)
