@@ -74,7 +74,9 @@ def test_search_grid_and_random_with_asha(tmp_path):
 
     best = results.get_best_result()
     assert best.metrics["eval/return_mean"] == max(r.metrics["eval/return_mean"] for r in results)
-    assert best.metrics["eval/return_mean"] > 0  # the best trial found the goal
+    # the best trial found the goal at least once: a check that trials trained and reported, not a
+    # learning claim (the trials ran in Ray workers, in the suite's cheap build; no doc quotes it)
+    assert best.metrics["eval/return_mean"] > 0
     assert best.metrics["timesteps_total"] == best.metrics["env_steps"] == best.metrics["training_iteration"] * BUDGET
 
     # checkpoints exist and restore: into the core object, and into the trainable
