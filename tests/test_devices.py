@@ -20,7 +20,8 @@ PROBE = textwrap.dedent("""
     from tests.support.helpers import corridor_config
 
     members = [{"agent": {"lr": lr}} for lr in np.geomspace(1e-3, 1e-2, 8).tolist()]
-    base = corridor_config(agent={"num_envs": 4, "unroll_length": 16, "hidden_sizes": [16], "num_minibatches": 2, "update_epochs": 1},
+    agent = {"num_envs": 4, "unroll_length": 16, "hidden_sizes": [16], "num_minibatches": 2, "update_epochs": 1}
+    base = corridor_config(agent=agent,
                            train={"timesteps_per_iteration": 256, "num_seeds": 2, "eval_episodes": 2},
                            population={"members": members})
     out = {"devices": len(jax.devices())}
