@@ -100,6 +100,7 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         num_members=cfg.num_members,
         learning_signal=cfg.learning_signal,
         dataset=dataset,
+        ued=cfg.ued,
     )
 
 

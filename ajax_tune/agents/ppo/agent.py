@@ -147,6 +147,15 @@ class PPO(AgentBase):
         return_norm = self.return_norm.update(state.return_norm, returns, mask)
         return batch.reward / (return_norm.std + 1e-8), return_acc, return_norm
 
+    def value_estimates(self, state: PPOState, batch: PPOTransition, carries=None):
+        """The values and GAE advantages of an unroll under the current parameters, learning
+        nothing: what a level buffer scores levels by (`ued`)."""
+        hp = state.hp
+        value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.obs))
+        next_value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.next_obs))
+        advantage, _ = gae(batch.reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        return value, advantage
+
     def _normalized(self, state: PPOState, batch: PPOTransition):
         """The batch's observations and rewards as the losses read them, and the state with its
         normalisers moved on: the valid-step mask, the normalised observations and successors,

@@ -170,6 +170,16 @@ class RecurrentPPO(PPO, form="recurrent"):
 
     # -- learning ------------------------------------------------------------------------
 
+    def value_estimates(self, state: PPOState, batch: PPOTransition, carries: Carries):
+        """As PPO's: the unroll replayed from the carries it began with."""
+        hp, params = state.hp, state.params
+        obs = self.obs_norm(state.obs_norm, batch.obs)
+        features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
+        _, next_features = self.trunk.step(params["trunk"], after, self.obs_norm(state.obs_norm, batch.next_obs))
+        value, next_value = self._value(params["value"], features), self._value(params["value"], next_features)
+        advantage, _ = gae(batch.reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        return value, advantage
+
     def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock, *, carries: Carries):
         cfg, hp = self.config, state.hp
         state, mask, reward, obs, next_obs = self._normalized(state, batch)
