@@ -68,6 +68,16 @@ REDUCED = {
         "trial.env.kwargs.max_episode_steps=16",
         "stop.training_iteration=2",
     ],
+    "ued_maze_accel.yaml": [
+        "trial.agent.num_envs=4",
+        "trial.agent.unroll_length=16",
+        "trial.agent.recurrent={cell: lstm, size: 16}",
+        "trial.train.timesteps_per_iteration=64",
+        "trial.env.kwargs.max_episode_steps=16",
+        "trial.ued.buffer_size=8",
+        "trial.ued.minimum_fill=0.25",
+        "stop.training_iteration=2",
+    ],
     OFFLINE: [
         f"trial.train.dataset={OFFLINE_DATASET}",
         "trial.train.timesteps_per_iteration=200",
