@@ -10,6 +10,7 @@
       "heldout": {"space": {"length": [4, 32]}, "num_tasks": 8, "seed": 0},       # optional
       "resources": {"cpu": 1, "gpu": 0},
       "population": {"members": [{"agent": {"lr": 1e-3}}, {"agent": {"lr": 3e-3}}]},  # optional
+      "ued": {"algorithm": "robust_plr", "buffer_size": 4000},                     # optional
     }
 
 Every section is checked before anything is built: an unknown key names the nearest valid one,
@@ -30,6 +31,7 @@ from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.loop import LoopConfig
 from ajax_tune.population.spec import CURRICULUM_PARTS, Population, merge
 from ajax_tune.samplers.heldout import HeldOut
+from ajax_tune.ued.config import UEDConfig
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent", "resolve_import"]
 
@@ -74,7 +76,7 @@ class ResourcesConfig:
 
 _AGENTS = Registry("agent.name", AGENTS, imports="module:Class")
 SECTIONS = {"env": EnvConfig, "train": LoopConfig, "resources": ResourcesConfig}
-TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources", "population")
+TOP_LEVEL = ("env", "agent", "train", "env_task_fn", "callbacks", "task_sampler", "heldout", "resources", "population", "ued")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +89,9 @@ class Config:
     callbacks: tuple = ()
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
     task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
-    heldout: HeldOut | None = None  # parsed from {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
-    population: Population | None = None  # the members trained as lanes of this trial (see population.py)
+    heldout: HeldOut | None = None  # parsed from {"tasks": [...]}, {"space": {...}, "num_tasks": K, "seed": s} or {"named": set}
+    population: Population | None = None  # the members trained as lanes of this trial (see population/)
+    ued: UEDConfig | None = None  # a level algorithm deciding every rollout's levels (see ued/)
 
     @classmethod
     def from_dict(cls, config: Mapping | Config) -> Config:
@@ -122,6 +125,7 @@ class Config:
             resources=sections["resources"],
             task_sampler=config.get("task_sampler"),
             heldout=HeldOut.parse(config.get("heldout")),  # its shape; its tasks are checked against the env later
+            ued=None if config.get("ued") is None else parse_section(UEDConfig, config["ued"], "ued"),
         )
         if config.get("population") is None:
             return base
@@ -135,7 +139,7 @@ class Config:
 
     def member(self, override: Mapping, where: str) -> Config:
         """This config (without its population) under one member's override of it."""
-        allowed = ("agent", "train")
+        allowed = ("agent", "train", "ued")
         for key, value in override.items():
             if key not in allowed:
                 raise ConfigError(
@@ -146,16 +150,22 @@ class Config:
                 raise ConfigError(f"{where}.{key} must be a mapping, got {value!r}")
         if "name" in override.get("agent", {}):
             raise ConfigError(f"{where} changes agent.name, a static setting: members share every static setting")
-        plain = self.to_dict()
-        agent_values = merge({k: v for k, v in plain["agent"].items() if k != "name"}, override.get("agent", {}))
-        train_values = merge(plain["train"], override.get("train", {}))
+        # the member's sections: this config's, as plain values, under the override (only the
+        # sections a member may change; nothing else is converted or parsed again)
+        agent_values = merge({k: v for k, v in self._agent_dict().items() if k != "name"}, override.get("agent", {}))
+        train_values = merge(dataclasses.asdict(self.train), override.get("train", {}))
         _, agent_config = resolve_agent(self.agent_name)
+        if "ued" in override and self.ued is None:
+            raise ConfigError(f"{where}.ued: the trial has no ued section for a member to override")
         try:
             agent = parse_section(agent_config, agent_values, "agent")
             train = parse_section(LoopConfig, train_values, "train")
+            ued = self.ued
+            if "ued" in override:
+                ued = parse_section(UEDConfig, merge(dataclasses.asdict(self.ued), override["ued"]), "ued")
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-        return dataclasses.replace(self, agent=agent, train=train, population=None)
+        return dataclasses.replace(self, agent=agent, train=train, ued=ued, population=None)
 
     @property
     def members(self) -> tuple[Config, ...]:
@@ -166,8 +176,7 @@ class Config:
     def num_members(self) -> int:
         return len(self.members)
 
-    def to_dict(self) -> dict:
-        """A JSON-able dict that `from_dict` reads back (callables as import paths)."""
+    def _agent_dict(self) -> dict:
         agent = {"name": self.agent_name}
         for f in dataclasses.fields(self.agent):
             value = getattr(self.agent, f.name)
@@ -176,9 +185,13 @@ class Config:
                 if dataclasses.is_dataclass(value)
                 else (list(value) if isinstance(value, tuple) else value)
             )
+        return agent
+
+    def to_dict(self) -> dict:
+        """A JSON-able dict that `from_dict` reads back (callables as import paths)."""
         return {
             "env": dataclasses.asdict(self.env),
-            "agent": agent,
+            "agent": self._agent_dict(),
             "train": dataclasses.asdict(self.train),
             "env_task_fn": import_path(self.env_task_fn),
             "callbacks": [import_path(c) for c in self.callbacks],
@@ -186,6 +199,7 @@ class Config:
             "task_sampler": _sampler_entry(self.task_sampler),
             "heldout": None if self.heldout is None else self.heldout.to_dict(),
             "population": None if self.population is None else self.population.to_dict(),
+            "ued": None if self.ued is None else dataclasses.asdict(self.ued),
         }
 
     def static_settings(self) -> dict:
@@ -195,8 +209,9 @@ class Config:
             "agent_name": self.agent_name,
             "agent": static_values(self.agent),
             "train": static_values(self.train),
-            "num_heldout": self.num_heldout,
+            "num_heldout": None if self.heldout is None else self.heldout.static_key,
             "num_members": self.num_members,
+            "ued": None if self.ued is None else static_values(self.ued),
             "learning_signal": self.learning_signal,
         }
 
@@ -213,8 +228,9 @@ class Config:
         return reads_learning_signal(self.task_sampler)
 
     @property
-    def num_heldout(self) -> int:
-        """How many held-out tasks the loop evaluates (a static shape; 0 without a set)."""
+    def num_heldout(self) -> int | None:
+        """How many held-out tasks the loop evaluates (a static shape; 0 without a set). A named
+        set's size is its env's (None here: `HeldOut.labels(env)` has it)."""
         return 0 if self.heldout is None else self.heldout.count
 
 

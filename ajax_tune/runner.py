@@ -142,7 +142,9 @@ class Runner:
     def _set_hparams(self, state):
         """Each member's traced settings and horizon on its lanes."""
         members = self.members
-        return self.loop.set_hparams(state, [m.agent for m in members], [m.train.total_timesteps for m in members])
+        return self.loop.set_hparams(
+            state, [m.agent for m in members], [m.train.total_timesteps for m in members], [m.ued for m in members]
+        )
 
     def reconfigure(self, config: Mapping | Config) -> bool:
         """Start a new run under `config`; rebuild the loop only if a static setting changed.

@@ -36,7 +36,9 @@ def test_tune_search(tmp_path, ray_address):
     assert result["best_return"] == max(result["returns"])
     assert 1e-4 <= result["best_config"]["lr"] <= 1e-2 and 0 <= result["best_config"]["ent_coef"] <= 0.02
     assert min(result["iterations"]) >= 2 and max(result["iterations"]) == 4  # ASHA's grace period and max_t
-    assert result["best_return"] > 50  # random CartPole play lasts ~20 steps
+    # random CartPole play lasts ~20 steps: the trials trained. A check of the example, not a
+    # learning claim (its trials ran in Ray workers, in the suite's cheap build; no doc quotes it)
+    assert result["best_return"] > 50
     assert result["max_compilations"] == 1  # reuse_actors: later trials reused the compiled program
 
 

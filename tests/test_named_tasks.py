@@ -45,31 +45,33 @@ def test_a_set_of_tasks_by_name_as_levels_a_sampler_and_a_heldout_set():
         config(
             {"levels": "all"},
             task_sampler={"name": "uniform", "kwargs": {"levels": "ends", "seed": 1}},
-            heldout={"set": "all", "num_tasks": 2, "seed": 3},
+            heldout={"named": "all", "num_tasks": 2, "seed": 3},
         )
     )
     assert runner.get_level() == 0 and runner.get_task()["length"] == 2
-    assert runner.heldout["length"].tolist() in ([2, 4], [2, 6], [4, 6])  # two of the set, in its order
+    lengths = runner.heldout["length"].tolist()
+    assert lengths in ([2, 4], [2, 6], [4, 6])  # two of the set, in its order
     result = runner.train()
     assert set(runner.get_task(per_env=True)["length"].tolist()) <= {2, 6}
-    assert {"eval/heldout/0/return", "eval/heldout/1/return", "curriculum/level"} <= set(result)
-    whole = Runner(config(heldout={"set": "all", "num_tasks": 3}))
+    named = {2: "short", 4: "middle", 6: "long"}
+    assert {f"eval/heldout/{named[n]}/return" for n in lengths} | {"curriculum/level"} <= set(result)
+    whole = Runner(config(heldout={"named": "all", "num_tasks": 3}))
     assert whole.heldout["length"].tolist() == [2, 4, 6]
 
 
 @pytest.mark.parametrize(
     "sections, message",
     [
-        ({"heldout": {"set": "all", "num_tasks": 4}}, "heldout.num_tasks is 4, but named_corridor's set 'all' holds 3 tasks"),
+        ({"heldout": {"named": "all", "num_tasks": 4}}, "heldout.num_tasks is 4, but named_corridor's set 'all' holds 3 tasks"),
         (
-            {"heldout": {"set": "al", "num_tasks": 1}},
-            "heldout.set: named_corridor has no set of tasks named 'al'; did you mean 'all'?",
+            {"heldout": {"named": "al", "num_tasks": 1}},
+            "heldout: named_corridor: no named task set 'al'; did you mean 'all'?",
         ),
         (
             {"task_sampler": {"name": "uniform", "kwargs": {"levels": "odd"}}},
-            "levels: named_corridor has no set of tasks named 'odd'",
+            "levels: named_corridor: no named task set 'odd'",
         ),
-        ({"env": {"name": NAME, "levels": "none"}}, "env.levels: named_corridor has no set of tasks named 'none'"),
+        ({"env": {"name": NAME, "levels": "none"}}, "env.levels: named_corridor: no named task set 'none'"),
         ({"heldout": {"tasks": ["short", "shortest"]}}, r"heldout.tasks\[1\]: named_corridor has no task 'shortest'"),
     ],
 )
@@ -80,5 +82,5 @@ def test_a_name_or_set_the_env_does_not_know_is_refused_in_one_line(sections, me
 def test_an_env_without_names_says_so():
     with pytest.raises(TaskError, match="corridor knows no task by name"):
         make_env("corridor").validate_task("long")
-    with pytest.raises(ConfigError, match="heldout.set: corridor has no named sets of tasks"):
-        Runner.check({"env": {"name": "corridor"}, "heldout": {"set": "all", "num_tasks": 1}})
+    with pytest.raises(ConfigError, match="heldout: corridor has no named sets of tasks"):
+        Runner.check({"env": {"name": "corridor"}, "heldout": {"named": "all", "num_tasks": 1}})

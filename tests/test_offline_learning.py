@@ -105,12 +105,21 @@ def test_offline_agents_reach_90_percent_of_the_collecting_policy(pendulum_datas
 
 
 def test_td3bc_beats_behaviour_cloning_on_a_mixed_dataset(pendulum_datasets):
-    """Half the rows random, half expert: cloning copies both; TD3+BC's critic picks the better.
-    With alpha 10, the critic weighs more than at the default 2.5, which stays near cloning here
-    (measured after 6k updates, 4 seeds, on 10k random + 10k expert rows: alpha 1, 2.5, 5, 10 gave
-    -783, -663, -507, -355; BC -720; on this test's 5k + 5k rows: TD3+BC -362, BC -880)."""
+    """Half the rows random, half collected as the expert set was (5,000 + 5,000 rows, the expert
+    set's shape, so TD3+BC trains on both datasets with one compilation): cloning copies both;
+    TD3+BC's critic picks the better. With alpha 10, the critic weighs more than at the default
+    2.5, which stays near cloning here (measured after 6k updates, 4 seeds, on 10k random + 10k
+    expert rows: alpha 1, 2.5, 5, 10 gave -783, -663, -507, -355; BC -720). Asserted over 4
+    seeds per agent: TD3+BC ends 6,000 updates at least 0.15 of the normalised score (random 0,
+    collecting policy 1) above BC. Measured on these 5k + 5k rows in the users' build: TD3+BC
+    -1270, -885, -359 after 2k, 4k, 6k updates, BC -839, -806, -820 (0.42 apart at the end;
+    -362 against -880 on an earlier build). The test was cut from the docs' 10k + 10k rows in
+    d009214 to compile TD3+BC once; the docs now say 5k + 5k."""
+    low, high = pendulum_datasets["random_return"], pendulum_datasets["collecting_return"]
+    score = lambda r: (r - low) / (high - low)  # noqa: E731
     td3bc, td3bc_curve = train(offline_runner(pendulum_datasets["mixed"], "td3bc", alpha=10.0), calls=3)
     bc, bc_curve = train(offline_runner(pendulum_datasets["mixed"], "bc"), calls=3)
-    print("mixed dataset, eval return per 2k updates: td3bc", td3bc_curve, "bc", bc_curve)
-    assert td3bc["eval/return_mean"] > bc["eval/return_mean"], (td3bc_curve, bc_curve)
+    gap = score(td3bc["eval/return_mean"]) - score(bc["eval/return_mean"])
+    print("mixed dataset, eval return per 2k updates: td3bc", td3bc_curve, "bc", bc_curve, "normalised gap:", round(gap, 3))
+    assert gap >= 0.15, (td3bc_curve, bc_curve, low, high)
     assert np.isfinite(bc["loss/actor"])

@@ -1,14 +1,19 @@
 """On the T-maze, a ThresholdCurriculum over the corridor's length brings recurrent PPO to a
 length that training on that length directly does not solve within the same budget.
 
-Measured by the retired `tmaze_curriculum.py` (benchmarks/README.md; length 16, 98,304 env steps per seed, 4
-seeds as lanes per trial, fully optimised on the CPU; trials of seeds 0 to 3): the curriculum's
-seeds first reached a mean success of 0.9 on length 16 at 65,536, 98,304, 65,536 and 98,304 env
-steps; direct training on length 16 reached at most 0.25, 0.20, 0.0 and 0.14 in the same budget
-(a policy that ignores the cue and walks to the junction scores 0.5). Short corridors make the
-cue's worth learnable; the memory then carries to the long one. This test runs the trial of seed
-0; both arms run one program (the task is data), compiled once: 32 s with a cold compilation
-cache, 12 s warm, on 2 shared cores.
+The budget is 4 calls of 32,768 env steps per seed (131,072), both arms, 4 seeds as lanes of
+each run; both are read on length 16 (a held-out task) after every call. Asserted for train seed
+0: the curriculum's seeds reach a mean success of 0.9 on length 16 within the budget, direct
+training's never do. Measured in the users' build with the retired `tmaze_curriculum.py` study
+(benchmarks/README.md) at `--budget 163840` (2026-12-05, train seeds 0 to 3, 5 calls): the curriculum's seeds first reached
+0.9 on length 16 after 2 calls in all four (at 1.0; an earlier build's run,
+after 2 or 3 calls), so the budget leaves one to two calls of margin; direct training's best
+within 4 calls was 0.22, 0.22, 0.36 and 0.38 (0.22, 0.50, 0.45, 0.38 within 5), far below 0.9 and
+below the 0.5 of a policy that ignores the cue and walks to the junction. Short corridors make
+the cue's worth learnable; the memory then carries to the long one. Both arms run one program
+(the task is data), compiled once: 23 s with a cold cache on 2 quiet cores (21 s at 3 calls).
+(7e6ce4e had cut the budget to 3 calls, where two of four trials reached 0.9 only at the last
+call.)
 """
 
 import pytest
@@ -18,7 +23,7 @@ from ajax_tune.runner import Runner
 pytestmark = pytest.mark.learning
 
 TARGET, CALL = 16, 32_768
-BUDGET = 3 * CALL  # env steps per seed, both arms
+BUDGET = 4 * CALL  # env steps per seed, both arms
 
 
 def config(start_length, callbacks=()):
@@ -40,10 +45,10 @@ def config(start_length, callbacks=()):
 
 
 def best_on_target(runner, stop_at=None):
-    best = 0.0
-    while runner.loop.timestep(runner.state) < BUDGET and (stop_at is None or best < stop_at):
-        best = max(best, runner.train()["eval/heldout/0/success_rate"])
-    return best
+    curve = []
+    while runner.loop.timestep(runner.state) < BUDGET and (stop_at is None or max(curve, default=0.0) < stop_at):
+        curve.append(round(runner.train()["eval/heldout/0/success_rate"], 3))
+    return max(curve), curve
 
 
 def test_a_length_curriculum_solves_the_long_tmaze_that_direct_training_does_not():
@@ -51,6 +56,8 @@ def test_a_length_curriculum_solves_the_long_tmaze_that_direct_training_does_not
     curriculum = Runner(
         config(2, [{"class": "ajax_tune.curriculum:ThresholdCurriculum", "kwargs": {"levels": levels, "threshold": 0.9}}])
     )
-    assert best_on_target(curriculum, stop_at=0.9) >= 0.9
-    direct = best_on_target(Runner(config(TARGET)))
-    assert direct < 0.9  # measured 0.25 for this seed (at most 0.25 over four trials)
+    reached, curriculum_curve = best_on_target(curriculum, stop_at=0.9)
+    direct, direct_curve = best_on_target(Runner(config(TARGET)))
+    print("T-maze, success on length 16 per call of 32,768 env steps: curriculum", curriculum_curve, "direct", direct_curve)
+    assert reached >= 0.9
+    assert direct < 0.9  # measured 0.22 for this seed (at most 0.38 over four trials)

@@ -11,6 +11,7 @@ from tests.support.suites import gymnasium_check, refused, smoke, tiny, write_ru
 import_extra("xminigrid", extra="xminigrid")
 
 from ajax_tune.envs import make_env  # noqa: E402
+from ajax_tune.envs.base import unstack_tasks  # noqa: E402
 from ajax_tune.runner import Runner  # noqa: E402
 
 ROOM = "xminigrid/XLand-MiniGrid-R1-9x9"
@@ -36,14 +37,16 @@ def test_the_ruleset_is_the_task_and_images_are_declared():
 def test_a_benchmark_file_is_a_set_of_tasks(rulesets):
     env = make_env(ROOM, benchmark=rulesets)
     assert env.task_spec["rules"].shape == (1, 7) and env.task_spec["init_tiles"].shape == (3, 2)
-    tasks = env.task_set("benchmark")
+    names, batch = env.named_tasks("benchmark")
+    tasks = unstack_tasks(batch)
+    assert names == ("benchmark/0", "benchmark/1", "benchmark/2")
     assert len(tasks) == 3 and env.task_names() == ["benchmark/0", "benchmark/1", "benchmark/2"]
     np.testing.assert_array_equal(env.validate_task("benchmark/2")["goal"], tasks[2]["goal"])
     np.testing.assert_array_equal(env.default_task()["goal"], tasks[0]["goal"])  # the first ruleset starts
     config = tiny(
         {"name": ROOM, "kwargs": {"benchmark": rulesets}, "task": "benchmark/1"},
         task_sampler={"name": "uniform", "kwargs": {"levels": "benchmark"}},
-        heldout={"set": "benchmark", "num_tasks": 3},
+        heldout={"named": "benchmark", "num_tasks": 3},
     )
     Runner.check(config)
 
@@ -74,11 +77,13 @@ def test_trains_saves_restores_and_a_new_ruleset_does_not_recompile(rulesets, tm
     config = tiny(
         {"name": ROOM, "kwargs": {"benchmark": rulesets}},
         task_sampler={"name": "uniform", "kwargs": {"levels": "benchmark", "seed": 0}},
-        heldout={"set": "benchmark", "num_tasks": 3},
+        heldout={"named": "benchmark", "num_tasks": 3},
     )
     runner = smoke(config, tmp_path, new_task="benchmark/2")
     result = runner.train()
-    assert {"eval/heldout/0/return", "eval/heldout/2/return"} <= set(result) and result["perf/compilations"] == 1
+    assert {"eval/heldout/benchmark/0/return", "eval/heldout/benchmark/2/return"} <= set(result) and result[
+        "perf/compilations"
+    ] == 1
     # a ruleset this small is reported value by value (goal_0 is the goal's kind); a large one is data, left out
     assert result["curriculum/task/goal_0"] in (1.0, 3.0) and "curriculum/task/rules_6" in result
 

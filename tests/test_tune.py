@@ -74,7 +74,9 @@ def test_search_grid_and_random_with_asha(tmp_path):
 
     best = results.get_best_result()
     assert best.metrics["eval/return_mean"] == max(r.metrics["eval/return_mean"] for r in results)
-    assert best.metrics["eval/return_mean"] > 0  # the best trial found the goal
+    # the best trial found the goal at least once: a check that trials trained and reported, not a
+    # learning claim (the trials ran in Ray workers, in the suite's cheap build; no doc quotes it)
+    assert best.metrics["eval/return_mean"] > 0
     assert best.metrics["timesteps_total"] == best.metrics["env_steps"] == best.metrics["training_iteration"] * BUDGET
 
     # checkpoints exist and restore: into the core object, and into the trainable
@@ -165,11 +167,12 @@ def test_function_trainable_with_the_core_object(tmp_path):
     assert results[0].checkpoint is not None
 
 
-def test_curriculum_pays_off_on_a_long_corridor(tmp_path):
-    """Same 4 seeds, same budget, same deceptive 32-cell corridor (a door at the start pays 0.2):
-    direct training leaves at least one of its seeds taking the door, never reaching the far end
-    (3 of the 4 when measured, with raw observations); a curriculum that starts at 4 cells ends with every seed reaching
-    it."""
+def test_a_grid_over_callbacks_trains_each_arm_afresh_in_a_reused_actor(tmp_path):
+    """The deceptive corridor's two arms (no curriculum, a ThresholdCurriculum from 4 cells) as a
+    Tune grid over `callbacks` with reused actors: each trial trains its own arm from the start.
+    What the arms learn is asserted in the build users run, at the Runner, by
+    `tests/test_learning.py::test_a_curriculum_pays_off_on_the_deceptive_corridor`: this test's
+    trials run in Ray workers, which compile the suite's cheap build."""
     ladder = {
         "class": "ajax_tune.curriculum:ThresholdCurriculum",
         "kwargs": {"levels": {"length": list(range(4, 33, 4))}, "threshold": 1.0},
@@ -183,17 +186,13 @@ def test_curriculum_pays_off_on_a_long_corridor(tmp_path):
     # the second trial may continue in the first one's actor: reset_config starts it afresh
     # (test_trainable_reset_config_leaks_nothing), so the two runs stay independent
     tune_config = tune.TuneConfig(reuse_actors=True, trial_dirname_creator=trial_dirname)
-    results = fit(AjaxTrainable, space, tmp_path, "payoff", stop={"training_iteration": 12}, tune_config=tune_config)
+    results = fit(AjaxTrainable, space, tmp_path, "payoff", stop={"training_iteration": 2}, tune_config=tune_config)
     curriculum, direct = sorted((rows(r) for r in results), key=lambda df: "curriculum/level" not in df)
+    assert "curriculum/level" not in direct
     assert curriculum["curriculum/task/length"].iloc[0] == 4  # the ladder starts short
-    final = curriculum.iloc[-1]
-    assert final["curriculum/task/length"] == 32 and final["eval/success_rate_mean"] == 1.0
-    assert final["eval/return_min"] == 1.0
     assert (direct["curriculum/task/length"] == 32).all()
-    # a seed that never arrives keeps the worst seed's return at the door's 0.2 at best
-    assert direct["eval/success_rate_mean"].max() < 1.0
-    assert direct["eval/return_min"].max() <= 0.2 + 1e-6
-    assert curriculum["env_steps"].max() == direct["env_steps"].max()
+    assert curriculum["env_steps"].tolist() == direct["env_steps"].tolist() == [16 * 32 * 6 * i for i in (1, 2)]
+    assert curriculum["perf/compilations"].max() == direct["perf/compilations"].max() == 1
 
 
 LEVELS = list(range(4, 33, 4))

@@ -6,17 +6,31 @@ import sys
 import threading
 import time
 
+#: Seconds of work before the line shows: soon on a terminal, where a person waits; much later in a
+#: log or a pipe, where a few seconds of silence say nothing and a line would only be noise.
+TERMINAL_DELAY, LOG_DELAY = 3.0, 30.0
+
 
 class Progress:
-    """What a command is doing, on stderr, once it has taken more than `delay` seconds:
-    a count of done out of `total` when there is one, and the time so far. On a terminal the
-    line is redrawn in place; elsewhere (a log file) a line every `every` seconds."""
+    """What a command is doing, on stderr, once it has taken more than `delay` seconds (by
+    default `TERMINAL_DELAY` on a terminal, `LOG_DELAY` elsewhere): a count of done out of
+    `total` when there is one, and the time so far. On a terminal the line is redrawn in place;
+    elsewhere (a log file) a line every `every` seconds."""
 
     def __init__(
-        self, what: str, total: int | None = None, delay: float = 3.0, every: float = 10.0, stream=None, command: str = "evaluate"
+        self,
+        what: str,
+        total: int | None = None,
+        delay: float | None = None,
+        every: float = 10.0,
+        stream=None,
+        command: str = "evaluate",
     ):
         self.what, self.total, self.delay, self.every, self.command = what, total, delay, every, command
         self.stream = stream or sys.stderr
+        if delay is None:
+            delay = TERMINAL_DELAY if getattr(self.stream, "isatty", lambda: False)() else LOG_DELAY
+        self.delay = delay
         self.done, self.shown = 0, False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

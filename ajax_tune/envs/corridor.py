@@ -17,6 +17,7 @@ corridor grows.
 from __future__ import annotations
 
 import gymnasium
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -37,6 +38,17 @@ class Corridor(Env):
             "length": TaskField(default_length, 1, max_length, np.int32, doc="cells between the start and the goal"),
             "exit_reward": TaskField(0.0, 0.0, 1.0, doc="reward for leaving through the start; 0 keeps the door closed (a wall)"),
         }
+
+    def generate_level(self, key) -> dict:
+        """A corridor of uniformly random length, its door closed (a level for `ued`)."""
+        length = jax.random.randint(key, (), 1, self.max_length + 1, jnp.int32)
+        return {"length": length, "exit_reward": jnp.zeros((), jnp.float32)}
+
+    def mutate_level(self, key, level: dict, num_edits) -> dict:
+        """`num_edits` steps of one cell each, longer or shorter at random (ACCEL's edits)."""
+        steps = jax.random.choice(key, jnp.array([-1, 1], jnp.int32), (self.max_length,))
+        delta = jnp.sum(jnp.where(jnp.arange(self.max_length) < num_edits, steps, 0))
+        return {**level, "length": jnp.clip(level["length"] + delta, 1, self.max_length).astype(jnp.int32)}
 
     def _obs(self, position, length):
         return jnp.stack([position, length]).astype(jnp.float32) / self.max_length

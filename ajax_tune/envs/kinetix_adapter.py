@@ -8,7 +8,7 @@
   level of a size has the same shape, so a new level, even one per env, is data and never
   recompiles. A task is given by name: a shipped level (`s/h0_weak_thrust`, or `h0_weak_thrust`
   within its size), from the env's sets `handmade` (the size's hand-made `h*` levels, kinetix's
-  held-out evaluation levels: `heldout: {set: handmade, num_tasks: 10}` for `s`) and `all`
+  held-out evaluation levels: `heldout: {named: handmade, num_tasks: 10}` for `s`) and `all`
   (every shipped level of the size); or as a vector (`level_vector`), for levels made by
   kinetix's generators.
 - Episodes: `terminated` is kinetix's natural end (a green shape touched a blue one, or a red
@@ -34,7 +34,7 @@ from kinetix.environment import ActionType, EnvParams, ObservationType, make_kin
 from kinetix.environment.utils import create_empty_env
 from kinetix.util.saving import BASE_DIR, load_evaluation_levels, load_from_json_file
 
-from ajax_tune.envs.base import Env, EnvState, TaskField
+from ajax_tune.envs.base import Env, EnvState, TaskField, stack_tasks
 from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.imports import did_you_mean
 
@@ -134,15 +134,17 @@ class KinetixEnv(Env):
             )
         return {"level": self.level_vector(_load(full, self.static_params))}
 
-    def task_sets(self) -> Sequence[str]:
-        return SETS
+    def named_task_sets(self) -> tuple[str, ...]:
+        return tuple(SETS)
 
-    def task_set(self, name: str) -> list[dict[str, np.ndarray]]:
+    def named_tasks(self, name: str) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
         if name == "handmade":
-            return [self.named_task(n) for n in self.levels if re.match(rf"{self.size}/h\d+_", n)]
-        if name == "all":
-            return [self.named_task(n) for n in self.levels]
-        return super().task_set(name)
+            names = tuple(n for n in self.levels if re.match(rf"{self.size}/h\d+_", n))
+        elif name == "all":
+            names = tuple(self.levels)
+        else:
+            return super().named_tasks(name)
+        return names, stack_tasks([self.named_task(n) for n in names])
 
     # -- stepping ------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ajax_tune.errors import ConfigError, TaskError
+from ajax_tune.envs.base import unstack_tasks
 
 OVERFLOW = ("error", "clamp")
 
@@ -48,10 +49,10 @@ def level_list(levels: Any, where: str = "levels") -> list[dict]:
 
 
 def env_levels(env, levels: Any, where: str = "levels") -> list:
-    """`level_list`, where `levels` may also name a set of tasks the env knows (`env.task_set`)."""
+    """`level_list`, where `levels` may also name a set of tasks the env knows (`env.named_tasks`)."""
     if isinstance(levels, str):
         try:
-            return env.task_set(levels)
+            return unstack_tasks(env.named_tasks(levels)[1])
         except TaskError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     return level_list(levels, where)

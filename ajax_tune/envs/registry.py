@@ -1,5 +1,6 @@
-"""Envs by name: built-ins, registered names, `brax/<name>`, `gymnax/<id>`, a suite's
-`<suite>/<id>` (xminigrid, craftax, navix, kinetix, playground, jumanji), or an import path.
+"""Envs by name: built-ins, registered names, `brax/<name>`, `gymnax/<id>`, `jaxued/maze` (or
+`jaxued/<module>:<factory>`, a JaxUED underspecified env), a suite's `<suite>/<id>` (xminigrid,
+craftax, navix, kinetix, playground, jumanji), or an import path.
 
 An import path, "module:factory", names a callable that returns an `Env`; a Tune worker imports
 it by itself, so a user's env needs no `register` call there. `register` remains for names
@@ -18,6 +19,7 @@ from ajax_tune.imports import Registry, is_import_path
 
 BRAX_PREFIX = "brax/"
 GYMNAX_PREFIX = "gymnax/"
+JAXUED_PREFIX = "jaxued/"
 
 
 def _brax(name: str) -> Callable[..., Env]:
@@ -64,6 +66,12 @@ def _suite(prefix: str) -> Callable[[str], Callable[..., Env]]:
     return factory
 
 
+def _jaxued(rest: str) -> Callable[..., Env]:
+    from ajax_tune.envs.jaxued_adapter import make
+
+    return make(rest)
+
+
 # built-ins as import paths, imported when first named
 ENVS = Registry(
     "env.name",
@@ -79,6 +87,7 @@ ENVS = Registry(
     prefixes={
         f"{BRAX_PREFIX}<name>": _brax,
         f"{GYMNAX_PREFIX}<id>": _gymnax,
+        f"{JAXUED_PREFIX}<name>": _jaxued,
         **{f"{prefix}<{'level' if prefix == 'kinetix/' else 'id'}>": _suite(prefix) for prefix in SUITES},
     },
 )
@@ -88,8 +97,8 @@ def register(name: str, factory: Callable[..., Env], *, overwrite: bool = False)
     """Make `make_env(name, **kwargs)` call `factory(**kwargs)` in this process."""
     if not overwrite and name in ENVS.entries:
         raise ValueError(f"an env named {name!r} is already registered; pass overwrite=True to replace it")
-    if is_import_path(name) or name.startswith((BRAX_PREFIX, GYMNAX_PREFIX, *SUITES)):
-        taken = ", ".join([BRAX_PREFIX, GYMNAX_PREFIX, *SUITES])
+    if is_import_path(name) or name.startswith((BRAX_PREFIX, GYMNAX_PREFIX, JAXUED_PREFIX, *SUITES)):
+        taken = ", ".join([BRAX_PREFIX, GYMNAX_PREFIX, JAXUED_PREFIX, *SUITES])
         raise ValueError(f"{name!r} cannot be registered: ':' marks an import path, and the prefixes {taken} are taken")
     ENVS.entries[name] = factory
 
@@ -99,8 +108,8 @@ def registered_envs() -> list[str]:
 
 
 def make_env(name: str, **kwargs) -> Env:
-    """Build an env by name: a built-in, a registered one, `brax/<name>`, `gymnax/<id>` or
-    "module:factory" (a callable returning an `Env`)."""
+    """Build an env by name: a built-in, a registered one, `brax/<name>`, `gymnax/<id>`,
+    `jaxued/maze`, `jaxued/<module>:<factory>` or "module:factory" (a callable returning an `Env`)."""
     factory = ENVS.resolve(name)
     if not ENVS.is_import_path(name):
         return factory(**kwargs)

@@ -14,7 +14,7 @@
   `goals`, `rules`, `init_tiles`, `num_rules`) is read from that local file (nothing is
   downloaded): it sizes `max_rules` and `max_tiles`, its first ruleset is the default task, its
   rulesets are the env's set of tasks named `benchmark` (`task_sampler: {name: uniform, kwargs:
-  {levels: benchmark}}`, `heldout: {set: benchmark, num_tasks: 16}`) and each one is a task by
+  {levels: benchmark}}`, `heldout: {named: benchmark, num_tasks: 16}`) and each one is a task by
   name (`benchmark/17`).
 - Episodes: xminigrid does not reset by itself; its natural end (the goal reached, discount 0)
   is `terminated`, and the time limit (xminigrid's `max_steps`, kept equal to this env's
@@ -154,14 +154,14 @@ class XMiniGridEnv(Env):
             raise TaskError(f"{self.name}: the benchmark holds rulesets 0..{count - 1}, got {name!r}")
         return self.validate_task({k: v[i] for k, v in self.benchmark.items()})
 
-    def task_sets(self) -> Sequence[str]:
+    def named_task_sets(self) -> tuple[str, ...]:
         return () if self.benchmark is None else (BENCHMARK,)
 
-    def task_set(self, name: str) -> list[dict[str, np.ndarray]]:
+    def named_tasks(self, name: str) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
         if name != BENCHMARK or self.benchmark is None:
-            return super().task_set(name)
+            return super().named_tasks(name)
         padded = pad_ruleset(self.benchmark, self.task_spec["rules"].shape[0], self.task_spec["init_tiles"].shape[0])
-        return [{k: padded[k][i].astype(np.int32) for k in FIELDS} for i in range(len(padded["goal"]))]
+        return tuple(self.task_names()), {k: padded[k].astype(np.int32) for k in FIELDS}
 
     def params_for(self, task):
         """xminigrid's params for a task (an unbatched one)."""

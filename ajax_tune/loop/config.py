@@ -25,6 +25,9 @@ class LoopConfig:
     eval_episodes: int = static(10, ge=1, doc="episodes of the deterministic policy per evaluation, per seed")
     eval_at_start: bool = static(False, doc="evaluate the untrained policy before the first update: eval/start/* (NaN after)")
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
+    devices: int = static(
+        0, ge=0, doc="devices the lanes are split over (one program); 0: as many of JAX's devices as divide the lanes evenly"
+    )
     reset_mode: str = static(
         "next_step",
         choices=RESET_MODES,

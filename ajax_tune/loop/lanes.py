@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune.agents.base import AgentBase
+from ajax_tune.agents.hparams import lanes_hparams
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.envs.wrappers import VecEnv
 from ajax_tune.fields import ConfigError, static_values
@@ -95,9 +96,12 @@ class Lanes:
 
     # -- traced settings and random streams ------------------------------------------------
 
-    def set_hparams(self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None) -> TrainState:
+    def set_hparams(
+        self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None, ued_config=None
+    ) -> TrainState:
         """New traced hyperparameters for the rest of the run, without recompiling: one agent
-        config (and horizon) for every lane, or a sequence of one per member."""
+        config (and horizon, and level algorithm's settings) for every lane, or a sequence of one
+        per member."""
         if agent_config is not None:
             configs = list(agent_config) if isinstance(agent_config, Sequence) else [agent_config]
             for config in configs:
@@ -120,6 +124,12 @@ class Lanes:
                 raise ConfigError(f"set_hparams takes one horizon or one per member ({self.num_members}), got {len(horizons)}")
             per_lane = np.repeat(np.asarray(horizons, np.float32), self.num_seeds)
             state = state.replace(horizon=jnp.asarray(per_lane, state.horizon.dtype))
+        if ued_config is not None and state.levels is not None:
+            configs = list(ued_config) if isinstance(ued_config, Sequence) else [ued_config] * self.num_members
+            if len(configs) != self.num_members:
+                raise ConfigError(f"set_hparams takes one ued config or one per member ({self.num_members}), got {len(configs)}")
+            hp = lanes_hparams(state.levels.hp, configs, self.num_seeds)
+            state = state.replace(levels=state.levels.replace(hp=hp))
         return state
 
     @property

@@ -37,7 +37,8 @@ from ajax_tune.fields import ConfigError
 from ajax_tune.loop.config import LoopConfig
 from ajax_tune.loop.rollout import EVAL_ROWS, TRAIN_ROWS, make_collect, make_evaluate
 from ajax_tune.loop.state import CallOutput, CallStats, TrainState
-from ajax_tune.results.keys import reported_field
+from ajax_tune.results import keys as K
+from ajax_tune.ued.decider import Decider
 
 #: Folded into a lane's key (never replacing it) for the evaluation before the first update, so
 #: the training stream is the same with `eval_at_start` on or off.
@@ -64,12 +65,14 @@ def make_program(
     num_heldout: int = 0,
     num_lanes: int = 1,
     learning_signal: bool = True,
+    levels: Decider | None = None,
 ) -> Program:
     """The online program: envs stepped, the agent learning from each unroll.
 
     `learning_signal`: whether each call's statistics carry the agent's learning signal. Where
     they do not, nothing reads what the agent computed for it and tracing drops that work (SAC's
-    TD errors on the fresh unroll: one actor and two twin-critic passes per update)."""
+    TD errors on the fresh unroll: one actor and two twin-critic passes per update).
+    `levels`: a level algorithm (`ued.decider.Decider`) that decides every rollout's levels."""
     if config.reset_mode not in agent.reset_modes:
         raise ConfigError(
             f"train.reset_mode {config.reset_mode!r} does not suit agent {type(agent).__name__}: "
@@ -87,26 +90,46 @@ def make_program(
             f"{steps_per_update} env steps; nearest: {lower or steps_per_update} or "
             f"{lower + steps_per_update}"
         )
-    parts = Parts(env, agent, config, venv, num_heldout, num_lanes)
-    collect = make_collect(agent, venv, config.reset_mode)
+    parts = Parts(env, agent, config, venv, num_heldout, num_lanes, levels)
+    collect = make_collect(agent, venv, config.reset_mode, per_step=levels is not None)
 
-    def learn(agent_state, env_state, carry, key, stats: CallStats, clock: Clock):
-        """One lane's update: restart finished envs (and their carries), collect an unroll, let
-        the agent learn from it."""
+    def learn(agent_state, env_state, carry, level_state, key, stats: CallStats, clock: Clock, iteration):
+        """One lane's update: restart finished envs (and their carries), or, with a level
+        algorithm, start every env on the levels it chooses; collect an unroll; let the agent
+        learn from it (or only score it); account for its episodes."""
         k_reset, k_roll, k_update = jax.random.split(key, 3)
         fresh = None
-        if recurrent:
-            fresh = env_state.episode.done  # what reset_done restarts
-            carry = reset_carry(agent, carry, fresh)
-        env_state = venv.reset_done(env_state, k_reset)
+        if levels is None:
+            if recurrent:
+                fresh = env_state.episode.done  # what reset_done restarts
+                carry = reset_carry(agent, carry, fresh)
+            env_state = venv.reset_done(env_state, k_reset)
+        else:
+            k_levels, k_reset = jax.random.split(k_reset)
+            level_state, tasks, plan = levels.choose(level_state, k_levels, agent_state, iteration)
+            env_state = venv.reset(k_reset, tasks)  # every env on its level; an ended episode replays it
+            if recurrent:
+                fresh = jnp.ones((venv.num_envs,), jnp.bool_)
+                carry = reset_carry(agent, carry, fresh)
         start = carry
         env_state, carry, resets, transitions, episodes = collect(agent_state, env_state, carry, fresh, k_roll)
-        if recurrent:
-            carries = Carries(start=start, reset=resets)
-            agent_state, metrics, signal = agent.update(agent_state, transitions, k_update, clock, carries=carries)
+        carries = {"carries": Carries(start=start, reset=resets)} if recurrent else {}
+
+        def update():
+            return agent.update(agent_state, transitions, k_update, clock, **carries)
+
+        if levels is None:
+            agent_state, metrics, signal = update()
+            health = agent.health(agent_state, metrics)
         else:
-            agent_state, metrics, signal = agent.update(agent_state, transitions, k_update, clock)
-        health = agent.health(agent_state, metrics)
+            values, advantages = agent.value_estimates(agent_state, transitions, **carries)
+            # a rollout the agent only scores (robust PLR's fresh levels) reports NaN losses, and
+            # its health reads what the agent computed: nothing
+            skipped = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(update)[1:])
+            agent_state, metrics, signal = jax.lax.cond(plan.learn, update, lambda: (agent_state, *skipped))
+            health = agent.health(agent_state, jax.tree.map(lambda m: jnp.where(plan.learn, m, 0), metrics))
+            level_state = levels.observe(level_state, plan, tasks, values, advantages, episodes)
+            metrics = {**metrics, **levels.rows(level_state, plan)}
         stats = stats.replace(
             episodes=stats.episodes + episodes["count"],
             return_sum=stats.return_sum + episodes["return_sum"],
@@ -123,7 +146,7 @@ def make_program(
         sums = (per_episode(jnp.sum(episodes["return_sum"])), per_episode(jnp.sum(episodes["length_sum"])))
         row = {**dict(zip(TRAIN_ROWS, (*sums, count, jnp.sum(episodes["steps"])))), **metrics}
         health = {k: v.astype(jnp.float32) for k, v in health.items()}
-        return agent_state, env_state, carry, row, health, stats
+        return agent_state, env_state, carry, level_state, row, health, stats
 
     def update(carry):
         state, stats = carry
@@ -132,16 +155,17 @@ def make_program(
         iteration = state.iteration[0]
         timestep_now = (iteration * steps_per_update).astype(jnp.float32)
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
-        agent_state, env_state, carry, row, health, stats = jax.vmap(
-            lambda agent_state, env_state, carry, key, stats, horizon: learn(
-                agent_state, env_state, carry, key, stats, Clock(timestep_now, horizon)
+        agent_state, env_state, carry, level_state, row, health, stats = jax.vmap(
+            lambda agent_state, env_state, carry, level_state, key, stats, horizon: learn(
+                agent_state, env_state, carry, level_state, key, stats, Clock(timestep_now, horizon), iteration
             )
-        )(state.agent, state.env, state.carry, keys[:, 1], stats, state.horizon)
+        )(state.agent, state.env, state.carry, state.levels, keys[:, 1], stats, state.horizon)
         row = {**parts.evaluation_rows(state, agent_state, iteration, steps_per_update, lambda: keys[:, 2]), **row}
         new_state = state.replace(
             agent=agent_state,
             env=env_state,
             carry=carry,
+            levels=level_state,
             key=keys[:, 0],
             iteration=state.iteration + 1,
             useful_steps=state.useful_steps + row["train/useful_steps"].astype(jnp.int32),
@@ -155,8 +179,10 @@ class Parts:
     """What the online and offline programs share: a fresh lane, evaluation and its rows, the
     call's statistics and output. Closes over static settings only."""
 
-    def __init__(self, env: EpisodeWrapper, agent, config: LoopConfig, venv: VecEnv, num_heldout: int, num_lanes: int):
-        self.env, self.agent, self.config, self.venv = env, agent, config, venv
+    def __init__(
+        self, env: EpisodeWrapper, agent, config: LoopConfig, venv: VecEnv, num_heldout: int, num_lanes: int, levels=None
+    ):
+        self.env, self.agent, self.config, self.venv, self.levels = env, agent, config, venv, levels
         self.num_heldout, self.num_lanes = num_heldout, num_lanes
         self.recurrent = is_recurrent(agent)
         self.evaluate = make_evaluate(agent, env, config.eval_episodes)
@@ -203,6 +229,7 @@ class Parts:
             heldout=heldout,
             horizon=jnp.asarray(self.config.total_timesteps, jnp.float32),
             carry=self.agent.init_carry(self.venv.num_envs) if self.recurrent else None,
+            levels=None if self.levels is None else self.levels.init(task),
         )
         # Weak types (from Python scalars) would not survive a checkpoint, and a restored state
         # would then retrace; make every leaf strongly typed.
@@ -273,11 +300,11 @@ class Parts:
 
 
 def flat_task(task: Task) -> dict[str, jax.Array]:
-    """Per lane: scalar fields as they are, array fields one key per element, fields too large
-    to report (a level) not at all."""
+    """Per lane: scalar fields as they are, array fields one key per element; fields too large
+    to report (`K.is_reported_field`) are left out, as `K.task_field_keys` predicts."""
     flat = {}
     for name, value in task.items():
-        if not reported_field(value.shape[1:]):
+        if not K.is_reported_field(value.shape[1:]):
             continue
         if value.ndim == 1:
             flat[name] = value

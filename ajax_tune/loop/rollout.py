@@ -24,14 +24,16 @@ EVAL_ROWS = ("eval/return", "eval/length", "eval/success")
 TRAIN_ROWS = ("train/episode_return", "train/episode_length", "train/episodes", "train/useful_steps")
 
 
-def make_collect(agent, venv: VecEnv, reset_mode: str) -> Callable:
+def make_collect(agent, venv: VecEnv, reset_mode: str, per_step: bool = False) -> Callable:
     """`collect(agent_state, env_state, carry, fresh, key)`: `unroll_length` lock-step steps of
     every env. Returns the env state and carry after the unroll, whether each step acted on a
     fresh carry (None without a carry), the agent's transitions and per-env episode sums.
 
     `fresh` says which envs start the unroll with a fresh carry. With `reset_mode` "next_step" a
     finished env starts its next episode on the very next step (the transition keeps the real
-    final observation); otherwise it stays frozen, masked, until the next unroll."""
+    final observation); otherwise it stays frozen, masked, until the next unroll. With
+    `per_step`, the episode sums also hold each env's best completed return (`max_return`, -inf
+    where none completed) and which steps were real (`valid`, [T, N]), for scoring levels."""
     recurrent = is_recurrent(agent)
     next_step = reset_mode == "next_step"
     env = venv.env
@@ -63,7 +65,7 @@ def make_collect(agent, venv: VecEnv, reset_mode: str) -> Callable:
             return (nxt, carry, restarted), out
 
         (env_state, carry, _), (resets, outs) = jax.lax.scan(step, (env_state, carry, fresh), unroll_keys(key))
-        return env_state, carry, resets, *episode_sums(*outs)
+        return env_state, carry, resets, *episode_sums(*outs, per_step=per_step)
 
     def unroll_keys(key):
         # Every step's keys in three batched draws: splitting inside the step would cost the
@@ -78,7 +80,7 @@ def make_collect(agent, venv: VecEnv, reset_mode: str) -> Callable:
     return collect
 
 
-def episode_sums(transitions, ended, ret, length, success, valid):
+def episode_sums(transitions, ended, ret, length, success, valid, per_step: bool = False):
     """The unroll's transitions, and per env the sums over the episodes that ended in it."""
     episodes = {
         "count": jnp.sum(ended, axis=0),
@@ -87,14 +89,17 @@ def episode_sums(transitions, ended, ret, length, success, valid):
         "success_sum": jnp.sum(success * ended, axis=0),
         "steps": jnp.sum(valid, axis=0),
     }
+    if per_step:
+        episodes["max_return"] = jnp.max(jnp.where(ended > 0, ret, -jnp.inf), axis=0)
+        episodes["valid"] = valid
     return transitions, episodes
 
 
-def make_evaluate(agent, env: EpisodeWrapper, episodes: int, per_episode: bool = False) -> Callable:
-    """`evaluate(agent_state, task, key)`: `episodes` envs run the deterministic policy on `task`
-    until all are done (at most the time limit). Returns means over episodes, or (`per_episode`)
-    every episode's values. A recurrent agent's episodes each start from a fresh carry (one
-    episode per env: none restarts)."""
+def make_evaluate(agent, env: EpisodeWrapper, episodes: int, per_episode: bool = False, deterministic: bool = True) -> Callable:
+    """`evaluate(agent_state, task, key)`: `episodes` envs run the deterministic policy (or, with
+    `deterministic=False`, the sampling one) on `task` until all are done (at most the time
+    limit). Returns means over episodes, or (`per_episode`) every episode's values. A recurrent
+    agent's episodes each start from a fresh carry (one episode per env: none restarts)."""
     recurrent = is_recurrent(agent)
     venv = VecEnv(env, episodes)
     reduce = (lambda x: x) if per_episode else jnp.mean
@@ -111,9 +116,9 @@ def make_evaluate(agent, env: EpisodeWrapper, episodes: int, per_episode: bool =
             state, carry, t, k = loop
             k, k_act, k_env = jax.random.split(k, 3)
             if recurrent:
-                action, _, carry = agent.act(agent_state, state.obs, k_act, deterministic=True, carry=carry)
+                action, _, carry = agent.act(agent_state, state.obs, k_act, deterministic=deterministic, carry=carry)
             else:
-                action, _ = agent.act(agent_state, state.obs, k_act, deterministic=True)
+                action, _ = agent.act(agent_state, state.obs, k_act, deterministic=deterministic)
             return venv.step(state, action, k_env), carry, t + 1, k
 
         carry = agent.init_carry(episodes) if recurrent else None

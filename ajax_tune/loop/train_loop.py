@@ -24,9 +24,12 @@ from ajax_tune.loop.config import LoopConfig
 from ajax_tune.loop.lanes import Lanes
 from ajax_tune.loop.offline import DatasetInput, make_offline_program
 from ajax_tune.loop.program import make_program
+from ajax_tune.loop.rollout import make_evaluate
 from ajax_tune.loop.state import CallOutput, TrainState
 from ajax_tune.loop.summary import summarize
 from ajax_tune.results import keys as K
+from ajax_tune.ued import UEDConfig, build_decider
+from ajax_tune.ued.decider import LATEST as UED_LATEST
 
 
 class TrainLoop:
@@ -44,24 +47,46 @@ class TrainLoop:
         num_members: int = 1,
         learning_signal: bool = True,
         dataset: DatasetInput | None = None,
+        heldout_names: Sequence[str] | None = None,
+        ued: UEDConfig | None = None,
     ):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent, self.config, self.dataset = agent, config, dataset
         self.learning_signal = bool(learning_signal)
-        self.num_heldout = int(num_heldout)
+        # the held-out tasks, by the names results give them (their indices unless named)
+        if heldout_names is not None:
+            self.heldout_names = tuple(str(name) for name in heldout_names)
+            if num_heldout and num_heldout != len(self.heldout_names):
+                raise ConfigError(f"num_heldout ({num_heldout}) and heldout_names ({len(self.heldout_names)}) disagree")
+        else:
+            self.heldout_names = tuple(str(i) for i in range(int(num_heldout)))
+        self.num_heldout = len(self.heldout_names)
         if int(num_members) < 1:
             raise ConfigError(f"a population needs at least one member, got {num_members}")
         self.num_members = int(num_members)
         lanes = self.num_members * config.num_seeds
+        self.ued = ued
         if dataset is None:
+            levels = None
+            if ued is not None:
+                evaluate = lambda episodes: make_evaluate(agent, self.env, episodes, per_episode=True, deterministic=False)  # noqa: E731
+                levels = build_decider(self.env, agent, ued, evaluate)
             self.program = make_program(
-                self.env, agent, config, num_heldout=self.num_heldout, num_lanes=lanes, learning_signal=self.learning_signal
+                self.env,
+                agent,
+                config,
+                num_heldout=self.num_heldout,
+                num_lanes=lanes,
+                learning_signal=self.learning_signal,
+                levels=levels,
             )
         else:
+            if ued is not None:
+                raise ConfigError("ued decides the levels of envs the agent trains in; an offline run (train.dataset) steps none")
             self.program = make_offline_program(self.env, agent, config, num_heldout=self.num_heldout, num_lanes=lanes)
         self.venv = VecEnv(self.env, self.program.num_envs)
         self.lanes = Lanes(self.venv, agent, self.num_members, config.num_seeds, self.num_heldout)
-        self.compiled = Compiled(self.program)
+        self.compiled = Compiled(self.program, self.lanes.count, config.devices)
 
     # -- identity ------------------------------------------------------------------------
 
@@ -82,6 +107,7 @@ class TrainLoop:
             "num_heldout": self.num_heldout,
             **({"num_members": self.num_members} if self.num_members > 1 else {}),
             **({"loop": "offline"} if self.dataset is not None else {}),
+            **({"ued": static_values(self.ued)} if self.ued is not None else {}),
         }
 
     @property
@@ -136,7 +162,8 @@ class TrainLoop:
         return K.PROGRESS_KEYS if self.dataset is None else (*K.PROGRESS_KEYS, *K.OFFLINE_KEYS)
 
     def summarize(self, out: CallOutput) -> dict[str, float]:
-        return summarize(out, latest=self.agent.latest_metrics)
+        latest = (*self.agent.latest_metrics, *(UED_LATEST if self.ued is not None else ()))
+        return summarize(out, latest=latest, heldout_names=self.heldout_names)
 
     # -- states --------------------------------------------------------------------------
 
@@ -171,8 +198,10 @@ class TrainLoop:
     def set_heldout(self, state: TrainState, tasks: Mapping) -> TrainState:
         return self.lanes.set_heldout(state, tasks)
 
-    def set_hparams(self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None) -> TrainState:
-        return self.lanes.set_hparams(state, agent_config, total_timesteps)
+    def set_hparams(
+        self, state: TrainState, agent_config=None, total_timesteps: int | Sequence[int] | None = None, ued_config=None
+    ) -> TrainState:
+        return self.lanes.set_hparams(state, agent_config, total_timesteps, ued_config)
 
     def reseed(self, state: TrainState, salt: int) -> TrainState:
         return self.lanes.reseed(state, salt)
@@ -193,7 +222,7 @@ class TrainLoop:
 
     def inputs(self) -> tuple:
         """What a call takes besides the state: the dataset, once, for an offline program."""
-        return () if self.dataset is None else (self.dataset.data(self.device),)
+        return () if self.dataset is None else (self.dataset.data(self.compiled.input_placement),)
 
     def train(self, state: TrainState) -> tuple[TrainState, CallOutput]:
         """One call, `state` donated. Returns the new state and the call's output: per-update

@@ -48,8 +48,10 @@ SELECT_MODES = ("max", "min")
 HEADLINES = ("best", "mean")
 #: Sections of the trial config a member may write in its override, and the one setting of
 #: them that is neither traced nor static but may still differ: each member's own seed.
-MEMBER_SECTIONS = ("agent", "train")
+MEMBER_SECTIONS = ("agent", "train", "ued")
 PER_MEMBER_INIT = ("train.seed",)
+#: Sections whose traced settings PBT inside a trial may explore.
+MUTABLE_SECTIONS = ("agent", "ued")
 CURRICULUM_PARTS = ("env_task_fn", "callbacks", "task_sampler")
 
 
@@ -210,26 +212,32 @@ def _mutations(tree: Mapping, base, make_member) -> list[Mutation]:
 
 def _mutation(path: tuple[str, ...], node, base, make_member) -> Mutation:
     where = "population.pbt.mutations." + ".".join(path)
-    if path[0] != "agent" or len(path) < 2:
-        raise ConfigError(f"{where}: PBT inside a trial mutates the agent's traced settings only (agent.<name>)")
-    traced = [f.name for f in dataclasses.fields(base.agent) if field_kind(f) == "traced"]
-    names = {f.name: f for f in dataclasses.fields(base.agent)}
+    section = path[0]
+    if section not in MUTABLE_SECTIONS or len(path) < 2 or getattr(base, section) is None:
+        raise ConfigError(
+            f"{where}: PBT inside a trial mutates traced settings of the agent (agent.<name>) or of the trial's "
+            f"level algorithm (ued.<name>) only"
+        )
+    traced = [f.name for f in dataclasses.fields(getattr(base, section)) if field_kind(f) == "traced"]
+    names = {f.name: f for f in dataclasses.fields(getattr(base, section))}
     field = path[1]
     if field not in names:
         raise ConfigError(
-            f"{where}: the agent has no setting {field!r}{did_you_mean(field, traced)} (traced: {', '.join(traced)})"
+            f"{where}: {section} has no setting {field!r}{did_you_mean(field, traced)} (traced: {', '.join(traced)})"
         )
     if field_kind(names[field]) != "traced":
         raise ConfigError(
-            f"{where}: agent.{field} is not traced (changing it would recompile); PBT inside a trial mutates "
+            f"{where}: {section}.{field} is not traced (changing it would recompile); PBT inside a trial mutates "
             f"traced settings: {', '.join(traced)}"
         )
-    current = getattr(base.agent, field)
+    current = getattr(getattr(base, section), field)
     parts = [f.name for f in dataclasses.fields(Schedule)] if isinstance(current, Schedule) else []
     if parts and (len(path) != 3 or path[2] not in parts):
-        raise ConfigError(f"{where}: agent.{field} is a schedule; mutate its parts, one of agent.{field}.{{{', '.join(parts)}}}")
+        raise ConfigError(
+            f"{where}: {section}.{field} is a schedule; mutate its parts, one of {section}.{field}.{{{', '.join(parts)}}}"
+        )
     if not parts and len(path) != 2:
-        raise ConfigError(f"{where}: agent.{field} is a number, it has no part {'.'.join(path[2:])!r}")
+        raise ConfigError(f"{where}: {section}.{field} is a number, it has no part {'.'.join(path[2:])!r}")
     if isinstance(node, Domain) and node.kind == "grid":
         raise ConfigError(f"{where}: {{grid: ...}} is not something to explore; give a list or a distribution")
     choices = tuple(node) if isinstance(node, list) else (node.args if node.kind == "choice" else None)
@@ -249,14 +257,14 @@ def _mutation(path: tuple[str, ...], node, base, make_member) -> Mutation:
         if categorical and value not in KINDS:
             raise ConfigError(f"{where}: {value!r} is not a schedule kind; kinds: {list(KINDS)}")
         if not categorical and not _is_number(value):
-            raise ConfigError(f"{where}: agent.{'.'.join(path[1:])} is a number, got {value!r}")
+            raise ConfigError(f"{where}: {section}.{'.'.join(path[1:])} is a number, got {value!r}")
         make_member(setting_override(base, path, value), where)
     return Mutation(path, choices=choices, domain=None if choices is not None else node)
 
 
 def setting_value(member, path: tuple[str, ...]) -> Any:
     """The value of the traced setting at `path` in a member's config."""
-    value = getattr(member.agent, path[1])
+    value = getattr(getattr(member, path[0]), path[1])
     return getattr(value, path[2]) if len(path) == 3 else value
 
 
@@ -264,15 +272,14 @@ def setting_override(member, path: tuple[str, ...], value: Any, override: Mappin
     """`override` (a member's) with the setting at `path` set to `value`: a schedule's part is
     written with the rest of that member's schedule, so the other parts stay what they were."""
     out = copy.deepcopy(dict(override or {}))
-    agent = dict(out.get("agent", {}))
+    section = dict(out.get(path[0], {}))
     if len(path) == 3:
-        current = agent.get(path[1])  # a part written earlier into this override wins over the member's
-        schedule = {**dataclasses.asdict(getattr(member.agent, path[1])), **(current if isinstance(current, Mapping) else {})}
-        schedule[path[2]] = value
-        agent[path[1]] = schedule
+        current = section.get(path[1])  # a part written earlier into this override wins over the member's
+        own = dataclasses.asdict(getattr(getattr(member, path[0]), path[1]))
+        section[path[1]] = {**own, **(current if isinstance(current, Mapping) else {}), path[2]: value}
     else:
-        agent[path[1]] = value
-    out["agent"] = agent
+        section[path[1]] = value
+    out[path[0]] = section
     return out
 
 
@@ -362,6 +369,8 @@ def check_member(base, member, where: str) -> None:
         )
     for section in MEMBER_SECTIONS:
         ours, theirs = getattr(base, section), getattr(member, section)
+        if ours is None:  # a section the trial does not have (ued)
+            continue
         for f in dataclasses.fields(ours):
             name = f"{section}.{f.name}"
             old, new = getattr(ours, f.name), getattr(theirs, f.name)
@@ -381,6 +390,8 @@ def setting_values(member) -> dict[str, float]:
     out = {}
     for section in MEMBER_SECTIONS:
         config = getattr(member, section)
+        if config is None:
+            continue
         for f in dataclasses.fields(config):
             if field_kind(f) != "traced":
                 continue

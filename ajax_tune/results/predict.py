@@ -24,6 +24,7 @@ from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.summary import LOOP_ROWS, summary_keys
 from ajax_tune.population.results import population_keys
 from ajax_tune.results import keys as K
+from ajax_tune.ued.decider import ROWS as UED_ROWS
 
 
 def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[str]:
@@ -49,11 +50,12 @@ def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
 def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     """The keys of one member's result: those of a single run of its config."""
     metrics, health = agent_keys(loop)
+    metrics = [*metrics, *(UED_ROWS if cfg.ued is not None else ())]
     shapes = {k: tuple(v.shape) for k, v in parts.start_task.items()}
     keys = {
         *K.RUNNER_KEYS,
         *loop.progress_keys(),
-        *summary_keys(cfg.train.num_seeds, loop.num_heldout, shapes, metrics, health),
+        *summary_keys(cfg.train.num_seeds, loop.heldout_names, shapes, metrics, health),
         *curriculum_keys(parts),
     }
     return frozenset(keys)

@@ -1,19 +1,21 @@
 """Held-out tasks: a fixed set evaluated inside every evaluation, so generalisation is a metric.
 
-Written in a trial config as a list of tasks, or as draws from a space (seeded, so every trial
-of an experiment evaluates the same set):
+Written in a trial config as a list of tasks, as draws from a space (seeded, so every trial
+of an experiment evaluates the same set), or as a set the env names (`Env.named_tasks`):
 
     heldout: {tasks: [{length: 6}, {length: 20}, {length: 30}]}
     heldout: {space: {length: [4, 32], exit_reward: 0.1}, num_tasks: 8, seed: 0}
-    heldout: {set: handmade, num_tasks: 10}      # a set of tasks the env knows by name
+    heldout: {named: jaxued_mazes}                 # the whole set, in its order
+    heldout: {named: handmade, num_tasks: 10, seed: 0}   # 10 of the set, drawn (seeded)
 
-A task in the list may be a name the env knows (a shipped level). From a set, `num_tasks` equal
-to the set's size takes it whole, in its order; fewer are drawn without replacement (seeded) and
-kept in the set's order.
+A task in a list may be a name the env knows (a shipped level, `Env.named_task`). From a named
+set, `num_tasks` below the set's size draws that many without replacement, kept in the set's
+order.
 
 The loop evaluates the K tasks beside the current one (K is static, the tasks are data) and its
 summary reports the call's last evaluation per task (`eval/heldout/<i>/return`,
-`eval/heldout/<i>/success_rate`) and as means over tasks and seeds
+`eval/heldout/<i>/success_rate`; a named set's tasks by their names,
+`eval/heldout/SixteenRooms/success_rate`) and as means over tasks and seeds
 (`eval/heldout/return_mean`, `eval/heldout/success_rate_mean`).
 """
 
@@ -29,20 +31,22 @@ from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.fields import check_keys
 from ajax_tune.samplers.space import TaskSpace
 
-KEYS = ("tasks", "space", "set", "num_tasks", "seed")
+KEYS = ("tasks", "space", "num_tasks", "seed", "named")
+FORMS = ("tasks", "space", "named")
 
 
 @dataclasses.dataclass(frozen=True)
 class HeldOut:
-    """The `heldout` section, parsed once when the config is: how many tasks it holds (known
-    before any env is built: the loop's static batch of held-out tasks), and either the fixed
-    list or the space and seed they are drawn from."""
+    """The `heldout` section, parsed once when the config is: how many tasks it holds (the
+    loop's static batch of held-out tasks: known before any env is built for a list or a space;
+    a named set's size is its env's, `labels(env)`), and the fixed list, the space and seed they
+    are drawn from, or the set's name."""
 
-    count: int
+    count: int | None
     tasks: tuple[dict, ...] | None = None
     space: dict | None = None
     seed: int = 0
-    set: str | None = None
+    named: str | None = None
 
     @classmethod
     def parse(cls, spec: Any) -> HeldOut | None:
@@ -50,13 +54,22 @@ class HeldOut:
         if spec is None or isinstance(spec, HeldOut):
             return spec
         if not isinstance(spec, Mapping):
-            raise ConfigError(f"heldout must be a mapping, {{tasks: [...]}} or {{space: ..., num_tasks: K}}, got {spec!r}")
+            raise ConfigError(
+                f"heldout must be a mapping, {{tasks: [...]}}, {{space: ..., num_tasks: K}} or {{named: <set>}}, got {spec!r}"
+            )
         check_keys(spec, KEYS, "heldout.")
-        if sum(key in spec for key in ("tasks", "space", "set")) != 1:
+        if sum(form in spec for form in FORMS) != 1:
             raise ConfigError(
                 "heldout needs exactly one of tasks (a list of tasks), space (with num_tasks and seed) "
-                "or set (a set of tasks the env knows by name, with num_tasks)"
+                "or named (a set the env names, such as jaxued_mazes)"
             )
+        if "named" in spec:
+            if not isinstance(spec["named"], str) or not spec["named"]:
+                raise ConfigError(f"heldout.named must be the name of a task set, got {spec['named']!r}")
+            if "num_tasks" not in spec:
+                if "seed" in spec:
+                    raise ConfigError("heldout.seed draws num_tasks of a named set; without num_tasks the set is taken whole")
+                return cls(count=None, named=spec["named"])
         if "tasks" in spec:
             extra = sorted(set(spec) & {"num_tasks", "seed"})
             if extra:
@@ -70,24 +83,52 @@ class HeldOut:
             raise ConfigError(f"heldout.num_tasks must be an integer >= 1 (how many tasks to draw), got {num_tasks!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             raise ConfigError(f"heldout.seed must be an integer >= 0, got {seed!r}")
-        if "set" in spec:
-            if not isinstance(spec["set"], str) or not spec["set"]:
-                raise ConfigError(f"heldout.set must name a set of tasks the env knows, got {spec['set']!r}")
-            return cls(count=num_tasks, set=spec["set"], seed=seed)
+        if "named" in spec:
+            return cls(count=num_tasks, named=spec["named"], seed=seed)
         return cls(count=num_tasks, space=spec["space"], seed=seed)
 
     def to_dict(self) -> dict:
         """The section as a config writes it (what `parse` reads back)."""
+        if self.named is not None:
+            return (
+                {"named": self.named} if self.count is None else {"named": self.named, "num_tasks": self.count, "seed": self.seed}
+            )
         if self.tasks is not None:
             return {"tasks": list(self.tasks)}
-        if self.set is not None:
-            return {"set": self.set, "num_tasks": self.count, "seed": self.seed}
         return {"space": self.space, "num_tasks": self.count, "seed": self.seed}
+
+    @property
+    def static_key(self) -> int | str:
+        """What fixes the loop's program: the number of tasks, or the named set."""
+        return self.count if self.named is None else f"named:{self.named}:{self.count}:{self.seed}"
+
+    def labels(self, env) -> tuple[str, ...]:
+        """Each task's name in results: a named set's own names, else its index."""
+        if self.named is not None:
+            names, _ = self._named(env)
+            return names
+        return tuple(str(i) for i in range(self.count))
+
+    def _named(self, env) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+        """The named set's names and batch, or the `num_tasks` of them drawn with `seed`."""
+        try:
+            names, batch = env.named_tasks(self.named)
+        except TaskError as exc:
+            raise ConfigError(str(exc)) from None
+        names = tuple(names)
+        if self.count is None or self.count == len(names):
+            return names, batch
+        if self.count > len(names):
+            raise ConfigError(f"heldout.num_tasks is {self.count}, but {env.name}'s set {self.named!r} holds {len(names)} tasks")
+        chosen = sorted(np.random.default_rng(self.seed).choice(len(names), self.count, replace=False).tolist())
+        return tuple(names[i] for i in chosen), {k: np.asarray(v)[chosen] for k, v in batch.items()}
 
     def batch(self, env, base: Mapping | None = None) -> dict[str, np.ndarray]:
         """The held-out set as one batch (field -> [count, *shape]), checked against the env.
 
         Fields a task leaves out take the trial's starting task (`base`)."""
+        if self.named is not None:
+            return self._named(env)[1]
         base = env.validate_task(base or {})
         if self.tasks is not None:
             checked = []
@@ -97,21 +138,6 @@ class HeldOut:
                 except TaskError as exc:
                     raise ConfigError(f"heldout.tasks[{i}]: {exc}") from None
             return {k: np.stack([t[k] for t in checked]) for k in checked[0]}
-        if self.set is not None:
-            return self._from_set(env)
         space = TaskSpace(self.space, where="heldout").bind(env, base=base)
         drawn = space.draw(np.random.default_rng(self.seed), self.count)
         return {k: np.stack([v] * self.count) if k not in drawn else drawn[k] for k, v in base.items()}
-
-    def _from_set(self, env) -> dict[str, np.ndarray]:
-        try:
-            tasks = env.task_set(self.set)
-        except TaskError as exc:
-            raise ConfigError(f"heldout.set: {exc}") from None
-        if self.count > len(tasks):
-            raise ConfigError(f"heldout.num_tasks is {self.count}, but {env.name}'s set {self.set!r} holds {len(tasks)} tasks")
-        chosen = range(len(tasks))
-        if self.count < len(tasks):
-            chosen = sorted(np.random.default_rng(self.seed).choice(len(tasks), self.count, replace=False).tolist())
-        picked = [env.validate_task(tasks[i]) for i in chosen]
-        return {k: np.stack([t[k] for t in picked]) for k in picked[0]}

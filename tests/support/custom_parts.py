@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune.agents import PPO, PPOConfig
-from ajax_tune.envs.base import Env, EnvState, TaskField
+from ajax_tune.envs.base import Env, EnvState, TaskField, stack_tasks
 from ajax_tune.envs.corridor import Corridor
 from ajax_tune.errors import TaskError
 
@@ -78,13 +78,13 @@ class NamedCorridor(Corridor):
             raise TaskError(f"{self.name} has no task {name!r}")
         return self.validate_task({"length": self.NAMES[name], "walls": np.full((4, 5), self.NAMES[name] / 10)})
 
-    def task_sets(self):
-        return list(self.SETS)
+    def named_task_sets(self):
+        return tuple(self.SETS)
 
-    def task_set(self, name):
+    def named_tasks(self, name):
         if name not in self.SETS:
-            return super().task_set(name)
-        return [self.named_task(n) for n in self.SETS[name]]
+            return super().named_tasks(name)
+        return self.SETS[name], stack_tasks([self.named_task(n) for n in self.SETS[name]])
 
 
 def named_corridor() -> NamedCorridor:
