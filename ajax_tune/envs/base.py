@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax_tune.errors import ConfigError, TaskError
+from ajax_tune.errors import TaskError
 from ajax_tune.imports import did_you_mean
 
 Task = dict[str, jax.Array]

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.envs.base import unstack_tasks
+from ajax_tune.errors import ConfigError, TaskError
 
 OVERFLOW = ("error", "clamp")
 
