@@ -99,7 +99,7 @@ def register(name: str, factory: Callable[..., Env], *, overwrite: bool = False)
         raise ValueError(f"an env named {name!r} is already registered; pass overwrite=True to replace it")
     if is_import_path(name) or name.startswith((BRAX_PREFIX, GYMNAX_PREFIX, JAXUED_PREFIX, *SUITES)):
         taken = ", ".join([BRAX_PREFIX, GYMNAX_PREFIX, JAXUED_PREFIX, *SUITES])
-        raise ValueError(f"{name!r} cannot be registered: ':' marks an import path, and the prefixes {taken} are taken")
+        raise ValueError(f"{name!r} cannot be registered: ':' marks an import path, and these prefixes are taken: {taken}")
     ENVS.entries[name] = factory
 
 
