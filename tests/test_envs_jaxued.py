@@ -363,3 +363,25 @@ def test_ppo_with_the_conv_encoder_learns_to_reach_goals_in_empty_mazes():
     first, second = runner.train(), runner.train()
     assert first["eval/start/heldout/success_rate_mean"] <= 0.5
     assert second["eval/heldout/success_rate_mean"] >= 0.75, second["eval/heldout/success_rate_mean"]
+
+
+def test_a_generated_heldout_set_reports_its_means_and_worst_tenth():
+    """Many levels from the maze's own generator as the held-out set: the same levels in every
+    trial (from `seed`), reported as means and the worst tenth, not a key per level."""
+    config = maze_config(heldout={"generated": True, "num_tasks": 40, "seed": 3})
+    runner = Runner(config)
+    again = Runner(config)
+    for field, levels in runner.heldout.items():
+        assert levels.shape[0] == 40
+        np.testing.assert_array_equal(levels, again.heldout[field])
+    assert len({levels.tobytes() for levels in runner.heldout["wall_map"]}) > 30  # levels, not copies
+    result = runner.train()
+    per_task = [key for key in result if key.startswith("eval/heldout/") and key.split("/")[2].isdigit()]
+    assert per_task == []
+    worst, mean = result["eval/heldout/success_rate_worst10"], result["eval/heldout/success_rate_mean"]
+    assert 0.0 <= worst <= mean <= 1.0
+    assert set(result) == set(result_keys(config))
+    assert_refused_before_compiling(
+        {"env": {"name": "cartpole"}, "heldout": {"generated": True, "num_tasks": 4}},
+        "heldout.generated needs an env that generates levels",
+    )

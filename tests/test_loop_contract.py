@@ -207,6 +207,9 @@ def test_heldout_tasks_are_evaluated_each_on_its_own():
     # "always right" reaches 1 and 7 cells within 8 steps, never 16
     assert [result[f"eval/heldout/{i}/success_rate"] for i in range(3)] == [1.0, 1.0, 0.0]
     assert result["eval/heldout/success_rate_mean"] == pytest.approx(2 / 3)
+    # the worst tenth of three tasks is one: the one never reached
+    assert result["eval/heldout/success_rate_worst10"] == 0.0
+    assert result["eval/heldout/return_worst10"] == result["eval/heldout/2/return"]
     assert result["eval/heldout/0/return"] == 1.0
     assert np.isnan(out.rows["eval/heldout/return"][:, :2]).all()  # no evaluation before the call's last update
     with pytest.raises(Exception, match="expected integer scalar in \\[1, 16\\]"):
@@ -245,3 +248,16 @@ def test_agent_that_needs_next_step_resets_is_refused_unroll_start():
     agent.reset_modes = ("next_step",)
     with pytest.raises(Exception, match="reset_mode 'unroll_start' does not suit agent RecordingAgent"):
         TrainLoop(make_env("corridor"), agent, LoopConfig(timesteps_per_iteration=NUM_ENVS * UNROLL, reset_mode="unroll_start"))
+
+
+def test_the_worst_tenth_of_heldout_tasks_is_averaged_over_seeds_first():
+    from ajax_tune.loop.summary import worst_share
+
+    # 2 seeds x 20 tasks: task i succeeds i/20 of the time on seed 0 and never on seed 1 for i < 3
+    per_task = np.tile(np.linspace(0.0, 1.0, 20), (2, 1))
+    per_task[1, :3] = 0.0
+    per_task[0, 5] = np.nan  # a task a seed did not report is averaged over the other
+    worst = np.sort(np.nanmean(per_task, axis=0))[:2]
+    assert worst_share(per_task) == pytest.approx(worst.mean())
+    assert worst_share(per_task[:, :5]) == pytest.approx(0.0)  # 5 tasks: the worst one
+    assert np.isnan(worst_share(np.full((2, 4), np.nan)))

@@ -27,6 +27,17 @@ def _nanmean(x) -> float:
     return float(np.mean(x[~np.isnan(x)])) if np.any(~np.isnan(x)) else math.nan
 
 
+def worst_share(per_task, share: float = keys.WORST_SHARE) -> float:
+    """The mean over the worst `share` of tasks (at least one), each task averaged over seeds
+    first (`per_task`: [seeds, tasks]); tasks with no value are left out."""
+    means = np.asarray(per_task, np.float64)
+    if means.size == 0 or np.all(np.isnan(means)):
+        return math.nan
+    means = np.nanmean(means, axis=0)
+    means = np.sort(means[~np.isnan(means)])
+    return float(np.mean(means[: max(1, math.ceil(share * len(means)))]))
+
+
 #: Row keys that are the loop's own; every other row is one of the agent's metrics.
 LOOP_ROWS = ("timestep", "eval/", "task/", "train/")
 
@@ -62,8 +73,10 @@ def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",), heldout_names=
         for key, name in zip(HELDOUT_ROWS, keys.HELDOUT_NAMES):
             per_task = rows[key][:, last] if last is not None else np.full((num_seeds, num_tasks), np.nan)
             result[f"{keys.HELDOUT_PREFIX}{name}_mean"] = _nanmean(per_task)
-            for i, label in enumerate(labels):
-                result[f"{keys.HELDOUT_PREFIX}{label}/{name}"] = _nanmean(per_task[:, i])
+            result[f"{keys.HELDOUT_PREFIX}{name}{keys.WORST_SUFFIX}"] = worst_share(per_task)
+            if num_tasks <= keys.MAX_HELDOUT_TASK_KEYS or not all(label.isdigit() for label in labels):
+                for i, label in enumerate(labels):
+                    result[f"{keys.HELDOUT_PREFIX}{label}/{name}"] = _nanmean(per_task[:, i])
 
     for key, value in rows.items():
         if key.startswith("task/"):

@@ -69,6 +69,9 @@ HEALTH_SUFFIX = "_nonfinite_at"
 #: set's tasks by their names: `eval/heldout/SixteenRooms/success_rate`).
 HELDOUT_PREFIX = "eval/heldout/"
 HELDOUT_NAMES = ("return", "success_rate")
+#: A held-out set of more tasks than this, none of them named (many generated levels), reports its
+#: means and worst tenth only: a key per task would swamp every result.
+MAX_HELDOUT_TASK_KEYS = 32
 
 #: The task evaluations ran on in the call, the task of the next call, and its level. Only fields
 #: of at most `MAX_REPORTED_FIELD_SIZE` values per env are reported (a scalar, a target, a
@@ -147,9 +150,19 @@ def heldout_keys(tasks: int | Iterable[str]) -> list[str]:
     return heldout_mean_keys(len(labels)) + [f"{HELDOUT_PREFIX}{label}/{name}" for label in labels for name in HELDOUT_NAMES]
 
 
+#: The held-out set's robustness: the mean over its worst tenth of tasks (at least one), each task
+#: first averaged over seeds (`eval/heldout/success_rate_worst10`): over many generated levels, the
+#: figure a search for a robust agent optimises.
+WORST_SUFFIX = "_worst10"
+WORST_SHARE = 0.1
+
+
 def heldout_mean_keys(num_tasks: int) -> list[str]:
-    """The held-out set's means over tasks and seeds (in a population, each member's too)."""
-    return [f"{HELDOUT_PREFIX}{name}_mean" for name in HELDOUT_NAMES] if num_tasks else []
+    """The held-out set's means over tasks and seeds, and over its worst tenth of tasks (in a
+    population, each member's too)."""
+    if not num_tasks:
+        return []
+    return [f"{HELDOUT_PREFIX}{name}{suffix}" for suffix in ("_mean", WORST_SUFFIX) for name in HELDOUT_NAMES]
 
 
 def start_heldout_keys(num_tasks: int) -> list[str]:

@@ -7,6 +7,7 @@ of an experiment evaluates the same set), or as a set the env names (`Env.named_
     heldout: {space: {length: [4, 32], exit_reward: 0.1}, num_tasks: 8, seed: 0}
     heldout: {named: jaxued_mazes}                 # the whole set, in its order
     heldout: {named: handmade, num_tasks: 10, seed: 0}   # 10 of the set, drawn (seeded)
+    heldout: {generated: true, num_tasks: 100, seed: 0}  # 100 levels from the env's generator
 
 A task in a list may be a name the env knows (a shipped level, `Env.named_task`). From a named
 set, `num_tasks` below the set's size draws that many without replacement, kept in the set's
@@ -31,8 +32,8 @@ from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.fields import check_keys
 from ajax_tune.samplers.space import TaskSpace
 
-KEYS = ("tasks", "space", "num_tasks", "seed", "named")
-FORMS = ("tasks", "space", "named")
+KEYS = ("tasks", "space", "num_tasks", "seed", "named", "generated")
+FORMS = ("tasks", "space", "named", "generated")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +48,7 @@ class HeldOut:
     space: dict | None = None
     seed: int = 0
     named: str | None = None
+    generated: bool = False
 
     @classmethod
     def parse(cls, spec: Any) -> HeldOut | None:
@@ -61,7 +63,8 @@ class HeldOut:
         if sum(form in spec for form in FORMS) != 1:
             raise ConfigError(
                 "heldout needs exactly one of tasks (a list of tasks), space (with num_tasks and seed) "
-                "or named (a set the env names, such as jaxued_mazes)"
+                "or named (a set the env names, such as jaxued_mazes) or generated (num_tasks levels from "
+                "the env's generator, with seed)"
             )
         if "named" in spec:
             if not isinstance(spec["named"], str) or not spec["named"]:
@@ -78,6 +81,9 @@ class HeldOut:
             if not isinstance(tasks, (list, tuple)) or not tasks:
                 raise ConfigError(f"heldout.tasks must be a non-empty list of tasks, got {tasks!r}")
             return cls(count=len(tasks), tasks=tuple(tasks))
+        if "generated" in spec:
+            if spec["generated"] is not True:
+                raise ConfigError(f"heldout.generated must be true (with num_tasks and seed), got {spec['generated']!r}")
         num_tasks, seed = spec.get("num_tasks"), spec.get("seed", 0)
         if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
             raise ConfigError(f"heldout.num_tasks must be an integer >= 1 (how many tasks to draw), got {num_tasks!r}")
@@ -85,6 +91,8 @@ class HeldOut:
             raise ConfigError(f"heldout.seed must be an integer >= 0, got {seed!r}")
         if "named" in spec:
             return cls(count=num_tasks, named=spec["named"], seed=seed)
+        if "generated" in spec:
+            return cls(count=num_tasks, generated=True, seed=seed)
         return cls(count=num_tasks, space=spec["space"], seed=seed)
 
     def to_dict(self) -> dict:
@@ -95,6 +103,8 @@ class HeldOut:
             )
         if self.tasks is not None:
             return {"tasks": list(self.tasks)}
+        if self.generated:
+            return {"generated": True, "num_tasks": self.count, "seed": self.seed}
         return {"space": self.space, "num_tasks": self.count, "seed": self.seed}
 
     @property
@@ -107,6 +117,8 @@ class HeldOut:
         if self.named is not None:
             names, _ = self._named(env)
             return names
+        if self.generated and getattr(env, "generate_level", None) is None:
+            raise ConfigError(f"heldout.generated needs an env that generates levels (generate_level); {env.name} does not")
         return tuple(str(i) for i in range(self.count))
 
     def _named(self, env) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
@@ -129,6 +141,8 @@ class HeldOut:
         Fields a task leaves out take the trial's starting task (`base`)."""
         if self.named is not None:
             return self._named(env)[1]
+        if self.generated:
+            return self._generated(env)
         base = env.validate_task(base or {})
         if self.tasks is not None:
             checked = []
@@ -141,3 +155,14 @@ class HeldOut:
         space = TaskSpace(self.space, where="heldout").bind(env, base=base)
         drawn = space.draw(np.random.default_rng(self.seed), self.count)
         return {k: np.stack([v] * self.count) if k not in drawn else drawn[k] for k, v in base.items()}
+
+    def _generated(self, env) -> dict[str, np.ndarray]:
+        """`count` levels from the env's own generator, from `seed`: the same set in every trial."""
+        generate = getattr(env, "generate_level", None)
+        if generate is None:
+            raise ConfigError(f"heldout.generated needs an env that generates levels (generate_level); {env.name} does not")
+        import jax
+
+        keys = jax.random.split(jax.random.key(self.seed), self.count)
+        levels = jax.jit(jax.vmap(generate))(keys)
+        return {k: np.asarray(v) for k, v in levels.items()}
