@@ -99,6 +99,23 @@ def test_passes_gymnasiums_checker(name):
     gymnasium_check(name)
 
 
+@pytest.mark.slow
+def test_the_conv_encoder_reads_the_egocentric_view(rulesets, tmp_path):
+    """`agent.encoder: {kind: conv}` convolves the 5x5x2 view the env declares, and a new ruleset
+    still changes data, not the program."""
+    config = tiny({"name": ROOM, "kwargs": {"benchmark": rulesets}, "task": "benchmark/0"})
+    config["agent"] = {**config["agent"], "encoder": {"kind": "conv", "channels": [8], "kernel": 3}}
+    runner = smoke(config, tmp_path, new_task="benchmark/2")
+    kernels = [leaf.shape for path, leaf in _leaves(runner.state.agent.params) if "kernel" in path and len(leaf.shape) >= 4]
+    assert any(shape[-4:] == (3, 3, 2, 8) for shape in kernels), kernels  # 3x3 over the view's 2 channels, 8 out
+
+
+def _leaves(state):
+    import jax
+
+    return [(jax.tree_util.keystr(path), leaf) for path, leaf in jax.tree_util.tree_leaves_with_path(state)]
+
+
 @pytest.mark.learning
 def test_ppo_learns_an_xland_room():
     """PPO with the MLP learns the default XLand task (stand next to the ball in a 9x9 room) from
