@@ -81,9 +81,8 @@ class HeldOut:
             if not isinstance(tasks, (list, tuple)) or not tasks:
                 raise ConfigError(f"heldout.tasks must be a non-empty list of tasks, got {tasks!r}")
             return cls(count=len(tasks), tasks=tuple(tasks))
-        if "generated" in spec:
-            if spec["generated"] is not True:
-                raise ConfigError(f"heldout.generated must be true (with num_tasks and seed), got {spec['generated']!r}")
+        if "generated" in spec and spec["generated"] is not True:
+            raise ConfigError(f"heldout.generated must be true (with num_tasks and seed), got {spec['generated']!r}")
         num_tasks, seed = spec.get("num_tasks"), spec.get("seed", 0)
         if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 1:
             raise ConfigError(f"heldout.num_tasks must be an integer >= 1 (how many tasks to draw), got {num_tasks!r}")
