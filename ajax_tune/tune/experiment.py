@@ -15,6 +15,7 @@
       max_concurrent_trials: 2
       reuse_actors: false
       population: 0             # K: pack K suggestions per trial as its members (population_search.py)
+      time_budget_s: 0          # the whole search's wall-clock budget in seconds; 0: none
     stop: {training_iteration: 12}
     checkpoint: {frequency: 2, at_end: true, num_to_keep: 2}   # keeps the 2 best by tune.metric, and the latest
     failure: {max_failures: 0}
@@ -231,6 +232,7 @@ class Experiment:
             scheduler=build_scheduler(section),
             max_concurrent_trials=limit,
             reuse_actors=section.reuse_actors,
+            time_budget_s=section.time_budget_s or None,
             **trial_names(),
         )
         run_config = tune.RunConfig(
