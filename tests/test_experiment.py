@@ -11,7 +11,8 @@ from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from ajax_tune.errors import ConfigError
-from ajax_tune.tune.choices import CHOICES, TuneChoice, build_scheduler, build_searcher
+from ajax_tune.spaces import parse_spaces
+from ajax_tune.tune.choices import CHOICES, TuneChoice, build_scheduler, build_searcher, to_tune_mutations
 from ajax_tune.tune.experiment import Experiment
 
 TRIAL = {"env": {"name": "corridor"}, "agent": {"num_envs": 8, "unroll_length": 16}, "train": {"timesteps_per_iteration": 128}}
@@ -113,6 +114,11 @@ def test_schedulers_with_options():
         }
     )
     assert isinstance(build_scheduler(pbt.tune), PopulationBasedTraining)
+    # PBT multiplies the value of a tune.choice domain when it perturbs it: a choice reaches it as a list
+    lr = {"kind": {"choice": ["constant", "linear"]}, "peak": {"loguniform": [1e-4, 1e-2]}}
+    mutations = to_tune_mutations(parse_spaces({"agent": {"lr": lr, "ent_coef": [0.0, 0.01]}}))
+    assert mutations["agent"]["lr"]["kind"] == ["constant", "linear"] and mutations["agent"]["ent_coef"] == [0.0, 0.01]
+    assert isinstance(mutations["agent"]["lr"]["peak"], tune.search.sample.Float)
     # Ray's own create_scheduler drops an unknown keyword silently; here it is an error
     message = r"scheduler \(asha\): unknown option 'grace_perod'; did you mean 'grace_period'"
     with pytest.raises(ConfigError, match=message):

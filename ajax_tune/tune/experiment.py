@@ -23,7 +23,8 @@
 
 Search spaces are written as one-key mappings (`ajax_tune.spaces`): `{loguniform: [lo, hi]}`,
 `{choice: [a, b, ...]}`, `{grid: [a, b, ...]}` and the like. PBT and PB2 mutations use the same
-syntax (for PBT a plain list is a set of choices; PB2 takes `[lo, hi]` bounds).
+syntax (for PBT a plain list or `{choice: [...]}` is a set of values to step through; PB2 takes
+`[lo, hi]` bounds).
 
 `search` and `scheduler` are a name, or a mapping with `name` and the options of that class,
 written inline (`{name: asha, max_t: 12}`) or under `kwargs` (`{name: optuna, kwargs: {seed: 3}}`).
