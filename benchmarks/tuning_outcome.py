@@ -51,8 +51,9 @@ the PNG come from the JSON alone (`--plot-only` redraws them).
 
 How many configs a population holds against the fixed cost of a trial (64 and 256 configs as
 population members against one process running them one after another) is
-`benchmarks/population_scale.py --task TASK --members 1 64 256 --sequential 64 256`, on the
-same tasks and search spaces (`--scale` here runs it for each of `--tasks`).
+`benchmarks/population_scale.py --task TASK --members 1 64 256 --sequential 64 256 --calls 1`, on
+the same tasks and search spaces, which also gives one trial's env steps/s against its members
+(`--scale` here runs it for each of `--tasks`; `--quick` with it: K = 1 4 16, 16 one by one).
 """
 
 from __future__ import annotations
@@ -656,7 +657,7 @@ def scale(tasks: list[str], quick: bool) -> None:
         members = ["1", "4", "16"] if quick else ["1", "64", "256"]
         sequential = ["16"] if quick else ["64", "256"]
         cmd = [sys.executable, str(HERE / "population_scale.py"), "--task", task, "--members", *members]
-        cmd += ["--sequential", *sequential, *(["--quick"] if quick else [])]
+        cmd += ["--sequential", *sequential, "--calls", "1", *(["--quick"] if quick else [])]
         print("+", " ".join(cmd), flush=True)
         subprocess.run(cmd, check=True)
 
