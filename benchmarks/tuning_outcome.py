@@ -46,7 +46,7 @@ the PNG come from the JSON alone (`--plot-only` redraws them).
 
     python benchmarks/tuning_outcome.py                          # 3 tasks x 5 tuners x 3 repeats, 600 s each
     python benchmarks/tuning_outcome.py --tasks acrobot --tuners random population_pbt --budget-s 300
-    python benchmarks/tuning_outcome.py --quick                  # acrobot, tiny trials, 30 s each, once
+    python benchmarks/tuning_outcome.py --quick                  # acrobot, tiny trials, 60 s each, once
     python benchmarks/tuning_outcome.py --plot-only              # the table and PNG from the JSON
 
 How many configs a population holds against the fixed cost of a trial (64 and 256 configs as
