@@ -21,6 +21,8 @@ import pathlib
 import types
 from collections.abc import Callable
 
+import numpy as np
+
 from ajax_tune import compat, datasets
 from ajax_tune.agents import AGENTS
 from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
@@ -77,22 +79,37 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
     wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
     agent_cls, _ = resolve_agent(cfg.agent_name)
     form = getattr(agent_cls, "form", None)  # a user's agent class need not have forms
-    agent = (form(cfg.agent) if callable(form) else agent_cls)(cfg.agent, env.observation_space, env.action_space)
+    encoder = getattr(cfg.agent, "encoder", None)
+    extra = {}
+    if encoder is not None:  # it reads the env's image: refused here, in one line, where there is none
+        image_shape = getattr(env, "image_shape", None)
+        encoder.check(image_shape, int(np.prod(env.observation_space.shape)), cfg.env.name)
+        extra["image_shape"] = tuple(image_shape)
+    agent = (form(cfg.agent) if callable(form) else agent_cls)(cfg.agent, env.observation_space, env.action_space, **extra)
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within each member's horizon)
         for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):
             check_run(train)
     dataset = load_dataset(cfg, wrapped, agent) if cfg.train.dataset or getattr(agent, "offline", False) else None
+    heldout_names = None if cfg.heldout is None else heldout_labels(cfg, env)
     return wrapped, TrainLoop(
         wrapped,
         agent,
         cfg.train,
-        num_heldout=cfg.num_heldout,
+        heldout_names=heldout_names,
         num_members=cfg.num_members,
         learning_signal=cfg.learning_signal,
         dataset=dataset,
         ued=cfg.ued,
     )
+
+
+def heldout_labels(cfg: Config, env) -> tuple[str, ...]:
+    """The held-out tasks' names in results, checked against the env (a named set it has)."""
+    try:
+        return cfg.heldout.labels(env)
+    except ConfigError as exc:
+        raise ConfigError(f"heldout: {exc}") from None
 
 
 def load_dataset(cfg: Config, env: EpisodeWrapper, agent) -> DatasetInput:

@@ -83,7 +83,7 @@ class Config:
     callbacks: tuple = ()
     resources: ResourcesConfig = dataclasses.field(default_factory=ResourcesConfig)
     task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
-    heldout: HeldOut | None = None  # parsed from {"tasks": [...]} or {"space": {...}, "num_tasks": K, "seed": s}
+    heldout: HeldOut | None = None  # parsed from {"tasks": [...]}, {"space": {...}, "num_tasks": K, "seed": s} or {"named": set}
     population: Population | None = None  # the members trained as lanes of this trial (see population/)
     ued: UEDConfig | None = None  # a level algorithm deciding every rollout's levels (see ued/)
 
@@ -144,16 +144,19 @@ class Config:
                 raise ConfigError(f"{where}.{key} must be a mapping, got {value!r}")
         if "name" in override.get("agent", {}):
             raise ConfigError(f"{where} changes agent.name, a static setting: members share every static setting")
-        plain = self.to_dict()
-        agent_values = merge({k: v for k, v in plain["agent"].items() if k != "name"}, override.get("agent", {}))
-        train_values = merge(plain["train"], override.get("train", {}))
+        # the member's sections: this config's, as plain values, under the override (only the
+        # sections a member may change; nothing else is converted or parsed again)
+        agent_values = merge({k: v for k, v in self._agent_dict().items() if k != "name"}, override.get("agent", {}))
+        train_values = merge(dataclasses.asdict(self.train), override.get("train", {}))
         _, agent_config = resolve_agent(self.agent_name)
         if "ued" in override and self.ued is None:
             raise ConfigError(f"{where}.ued: the trial has no ued section for a member to override")
         try:
             agent = parse_section(agent_config, agent_values, "agent")
             train = parse_section(LoopConfig, train_values, "train")
-            ued = self.ued if "ued" not in override else parse_section(UEDConfig, merge(plain["ued"], override["ued"]), "ued")
+            ued = self.ued
+            if "ued" in override:
+                ued = parse_section(UEDConfig, merge(dataclasses.asdict(self.ued), override["ued"]), "ued")
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         return dataclasses.replace(self, agent=agent, train=train, ued=ued, population=None)
@@ -167,8 +170,7 @@ class Config:
     def num_members(self) -> int:
         return len(self.members)
 
-    def to_dict(self) -> dict:
-        """A JSON-able dict that `from_dict` reads back (callables as import paths)."""
+    def _agent_dict(self) -> dict:
         agent = {"name": self.agent_name}
         for f in dataclasses.fields(self.agent):
             value = getattr(self.agent, f.name)
@@ -177,9 +179,13 @@ class Config:
                 if dataclasses.is_dataclass(value)
                 else (list(value) if isinstance(value, tuple) else value)
             )
+        return agent
+
+    def to_dict(self) -> dict:
+        """A JSON-able dict that `from_dict` reads back (callables as import paths)."""
         return {
             "env": dataclasses.asdict(self.env),
-            "agent": agent,
+            "agent": self._agent_dict(),
             "train": dataclasses.asdict(self.train),
             "env_task_fn": import_path(self.env_task_fn),
             "callbacks": [import_path(c) for c in self.callbacks],
@@ -197,7 +203,7 @@ class Config:
             "agent_name": self.agent_name,
             "agent": static_values(self.agent),
             "train": static_values(self.train),
-            "num_heldout": self.num_heldout,
+            "num_heldout": None if self.heldout is None else self.heldout.static_key,
             "num_members": self.num_members,
             "ued": None if self.ued is None else static_values(self.ued),
             "learning_signal": self.learning_signal,
@@ -216,8 +222,9 @@ class Config:
         return reads_learning_signal(self.task_sampler)
 
     @property
-    def num_heldout(self) -> int:
-        """How many held-out tasks the loop evaluates (a static shape; 0 without a set)."""
+    def num_heldout(self) -> int | None:
+        """How many held-out tasks the loop evaluates (a static shape; 0 without a set). A named
+        set's size is its env's (None here: `HeldOut.labels(env)` has it)."""
         return 0 if self.heldout is None else self.heldout.count
 
 

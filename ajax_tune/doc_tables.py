@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from ajax_tune.agents import AGENTS
+from ajax_tune.agents.encoders import EncoderConfig
 from ajax_tune.agents.ppo import RecurrentConfig, RecurrentPPO
 from ajax_tune.config import EnvConfig, ResourcesConfig
 from ajax_tune.fields import field_kind
@@ -107,6 +108,7 @@ def sections() -> list[tuple[str, str, type]]:
     """(heading, one line of context, config class) for every table, agents first."""
     out = [(f"`agent` with `name: {name}`", _summary(agent), config) for name, (agent, config) in AGENTS.items()]
     out.insert(1, ("`agent.recurrent` (with `name: ppo`)", _summary(RecurrentPPO), RecurrentConfig))
+    out.insert(2, ("`agent.encoder` (with `name: ppo` or `dqn`)", _summary(EncoderConfig), EncoderConfig))
     out += [
         ("`train`", "The run: its budget per call, horizon, evaluation and seeds.", LoopConfig),
         ("`env`", "Which env, its constructor's arguments, and the task training starts on.", EnvConfig),

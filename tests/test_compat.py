@@ -38,6 +38,41 @@ def test_backends_are_initialized():
     assert compat.backends_are_initialized() is True
 
 
+def test_jaxued_maze_prefabs_are_read_without_importing_its_env_package(monkeypatch):
+    import sys
+
+    from tests.support.helpers import import_extra
+
+    import_extra("jaxued", extra="ued")
+    from jaxued.environments.maze.level import prefabs
+
+    for name in [m for m in sys.modules if m.startswith("jaxued.environments")]:
+        monkeypatch.delitem(sys.modules, name)  # as in a driver that never imported it
+    assert compat.jaxued_maze_prefabs() == prefabs
+    assert "jaxued.environments.maze.level" not in sys.modules
+
+
+def test_jaxued_minimax_mutator_runs_without_changing_jax():
+    from tests.support.helpers import import_extra
+
+    import_extra("jaxued", extra="ued")
+    from jaxued.environments.maze import Level
+
+    had_tree_map = hasattr(jax, "tree_map")
+    level = Level(
+        wall_map=jnp.zeros((5, 5), bool),
+        goal_pos=jnp.array([4, 4], jnp.uint32),
+        agent_pos=jnp.array([0, 0], jnp.uint32),
+        agent_dir=jnp.array(0, jnp.uint8),
+        width=jnp.int32(5),
+        height=jnp.int32(5),
+    )
+    child = jax.jit(compat.jaxued_minimax_mutator(10))(jax.random.PRNGKey(0), level, 10)
+    assert child.wall_map.shape == (5, 5) and child.goal_pos.dtype == jnp.uint32
+    assert bool(child.wall_map.any()) or not np.array_equal(child.goal_pos, level.goal_pos)
+    assert hasattr(jax, "tree_map") == had_tree_map  # nothing process-wide changed
+
+
 def test_brax_env_names():
     names = compat.brax_env_names()
     assert "inverted_pendulum" in names and "ant" in names

@@ -300,7 +300,7 @@ def test_selection_by_metric_and_mode_and_the_mean_headline():
         ({"members": [{"agent": {"name": "sac"}}]}, r"population.members\[0\] changes agent.name, a static setting"),
         (
             {"members": [{"env": {"task": {"length": 5}}}]},
-            r"population.members\[0\].env: a member overrides only \['agent', 'train'\]",
+            r"population.members\[0\].env: a member overrides only \['agent', 'train', 'ued'\]",
         ),
         ({"members": [{"agent": {"lrr": 1e-3}}]}, r"population.members\[0\]: unknown key agent.'lrr'; did you mean agent.'lr'"),
         ({"members": [{}], "size": 1}, r"population: give members or size"),

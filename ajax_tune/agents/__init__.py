@@ -22,10 +22,12 @@ AGENTS = {
 }
 
 
-def make_agent(name: str, config, observation_space, action_space):
-    """The agent `name` builds for `config` (in the form the config selects)."""
+def make_agent(name: str, config, observation_space, action_space, image_shape=None):
+    """The agent `name` builds for `config` (in the form the config selects); `image_shape` is
+    the env's, for an agent with `encoder` set (`agents/encoders.py`)."""
     agent_cls, _ = AGENTS[name]
-    return agent_cls.form(config)(config, observation_space, action_space)
+    extra = {} if getattr(config, "encoder", None) is None else {"image_shape": image_shape}
+    return agent_cls.form(config)(config, observation_space, action_space, **extra)
 
 
 __all__ = [

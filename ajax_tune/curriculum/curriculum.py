@@ -101,7 +101,7 @@ class Curriculum:
             out[keys.LEVEL] = math.nan if level is None else float(level)
         for cb in self.callbacks:
             out.update(_call(cb, "metrics", {}))
-        out.update(flatten_task(self.control.get_task(), prefix=keys.NEXT_TASK_PREFIX))
+        out.update(flatten_task(self.control.get_task(), prefix=keys.NEXT_TASK_PREFIX, max_size=keys.MAX_REPORTED_FIELD_SIZE))
         return out
 
     # -- state -----------------------------------------------------------------------------

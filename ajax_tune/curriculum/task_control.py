@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import jax
 import numpy as np
 
-from ajax_tune.envs.base import flatten_task
+from ajax_tune.envs.base import QUOTED_SIZE, flatten_task
 from ajax_tune.envs.level_list import Levels
 from ajax_tune.errors import TaskError
 
@@ -95,7 +95,8 @@ class TaskControl:
         task = self.get_task()
         level = self.levels.level_of(task)
         if level is None:
-            raise TaskError(f"the current task {flatten_task(task)} is none of env.levels (it was set as a mapping)")
+            shown = flatten_task(task, max_size=QUOTED_SIZE)
+            raise TaskError(f"the current task {shown} is none of env.levels (it was set as a mapping)")
         return level
 
     def set_task(self, task: Any, eval_task: Any = None) -> None:

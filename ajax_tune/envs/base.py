@@ -4,6 +4,9 @@ An `Env` is a static object: its methods are pure functions of their arguments, 
 training loop can close over it. Everything that changes while training lives in `EnvState`,
 including the task. A task is a flat mapping of field name to array, described by `TaskField`s;
 setting a different task changes values, never shapes, so nothing that steps the env recompiles.
+A field may be a scalar knob (a length, a gravity) or a structured part of a level of any shape
+(a maze's boolean wall grid, an integer position): both are validated, batched per env and
+checkpointed the same way.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax_tune.errors import TaskError
+from ajax_tune.errors import ConfigError, TaskError
 
 Task = dict[str, jax.Array]
 
@@ -77,9 +80,12 @@ class EnvState:
 
 @dataclasses.dataclass(frozen=True)
 class TaskField:
-    """One field of an env's task: its default, dtype, shape and allowed closed range."""
+    """One field of an env's task: its default, dtype, shape and allowed closed range.
 
-    default: float | int | tuple
+    A boolean field (`dtype=np.bool_`, a wall grid) takes booleans, or 0 and 1; its range is
+    [0, 1] whatever `low` and `high` say."""
+
+    default: float | int | bool | tuple
     low: float
     high: float
     dtype: type = np.float32
@@ -90,9 +96,20 @@ class TaskField:
     def is_integer(self) -> bool:
         return np.issubdtype(self.dtype, np.integer)
 
+    @property
+    def is_bool(self) -> bool:
+        return np.dtype(self.dtype) == np.bool_
+
+    @property
+    def size(self) -> int:
+        """Values per env (1 for a scalar)."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
     def describe(self) -> str:
-        kind = "integer" if self.is_integer else "float"
         shape = "scalar" if not self.shape else f"shape {self.shape}"
+        if self.is_bool:
+            return f"boolean {shape}"
+        kind = "integer" if self.is_integer else "float"
         return f"{kind} {shape} in [{self.low:g}, {self.high:g}]"
 
 
@@ -110,6 +127,20 @@ class Env(abc.ABC):
     Subclasses set `name`, `observation_space`, `action_space`, `max_episode_steps` and
     `task_spec`, and implement `reset` and `step`. `step` reports the natural end of an episode
     through `terminated`; time limits belong to `EpisodeWrapper`.
+
+    Optional parts, for envs whose tasks are levels (JaxUED's maze, `envs/jaxued_adapter.py`):
+
+    - `image_shape = (H, W, C)`: the first H*W*C entries of the flat observation are an image,
+      row-major and channels last; the rest are other features. `agent.encoder` reads it.
+    - `generate_level(key) -> task` and `mutate_level(key, task, num_edits) -> task`: pure,
+      jittable functions of one (unbatched) task with the task's shapes and dtypes; vmap them
+      for a batch. `num_edits` may be a traced int32: edits beyond it are no-ops, so a new count
+      never recompiles, and 0 edits return the task unchanged. Level algorithms that make or
+      edit levels inside the compiled program (DR, ACCEL) use exactly these two; an env without
+      them cannot run them.
+    - `named_task_sets()` and `named_tasks(name) -> (names, batch)`: fixed sets of tasks by name
+      (JaxUED's eight held-out mazes), each task named, as one validated batch (field ->
+      `[K, *shape]`), for `heldout: {named: <set>}`.
     """
 
     name: str
@@ -119,6 +150,8 @@ class Env(abc.ABC):
     task_spec: Mapping[str, TaskField]
     #: keys of `EnvState.info` this env reports; "success" enables success rates.
     info_keys: tuple[str, ...] = ()
+    #: (H, W, C) when the observation starts with an image (see above); None otherwise.
+    image_shape: tuple[int, int, int] | None = None
 
     @abc.abstractmethod
     def reset(self, key: jax.Array, task: Task) -> EnvState:
@@ -146,6 +179,15 @@ class Env(abc.ABC):
     ) -> dict[str, np.ndarray]:
         """Check a task on the host and return it as numpy arrays; see `validate_task`."""
         return validate_task(self.name, self.task_spec, task, num_envs=num_envs, current=current)
+
+    def named_task_sets(self) -> tuple[str, ...]:
+        """The names `named_tasks` takes (none unless an env provides sets)."""
+        return ()
+
+    def named_tasks(self, name: str) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
+        """The named set `name`: each task's name and the tasks as one batch (see above)."""
+        known = ", ".join(self.named_task_sets()) or "none"
+        raise ConfigError(f"{self.name}: no named task set {name!r}; this env's named sets: {known}")
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -190,33 +232,61 @@ def _check_field(env_name: str, name: str, field: TaskField, value: Any, num_env
     try:
         arr = np.asarray(value)
     except Exception as exc:  # ragged lists and the like
-        raise TaskError(f"{where} expected {field.describe()}, got {value!r} ({exc})") from None
+        raise TaskError(f"{where} expected {field.describe()}, got {_shown(value)} ({_one_line(exc)})") from None
     if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise TaskError(f"{where} expected {field.describe()}, got {value!r} of type {arr.dtype}")
-    if arr.dtype.kind == "b":
-        raise TaskError(f"{where} expected {field.describe()}, got a boolean {value!r}")
+        raise TaskError(f"{where} expected {field.describe()}, got {_shown(value, arr)} of type {arr.dtype}")
+    if arr.dtype.kind == "b" and not field.is_bool:
+        raise TaskError(f"{where} expected {field.describe()}, got a boolean {_shown(value, arr)}")
     shapes = [field.shape] + ([(num_envs, *field.shape)] if num_envs is not None else [])
     if arr.shape not in shapes:
         allowed = " or ".join(str(s) for s in shapes)
         raise TaskError(f"{where} expected shape {allowed}, got shape {arr.shape}")
     if not np.all(np.isfinite(arr)):
-        raise TaskError(f"{where} expected finite values, got {value!r}")
-    if field.is_integer and arr.dtype.kind == "f" and not np.all(arr == np.round(arr)):
-        raise TaskError(f"{where} expected an integer, got {value!r}")
-    if np.any(arr < field.low) or np.any(arr > field.high):
-        raise TaskError(f"{where} expected {field.describe()}, got {value!r}")
+        raise TaskError(f"{where} expected finite values, got {_shown(value, arr, ~np.isfinite(arr))}")
+    fractional = arr != np.round(arr)
+    if (field.is_integer or field.is_bool) and arr.dtype.kind == "f" and np.any(fractional):
+        kind = "an integer" if field.is_integer else "a boolean"
+        raise TaskError(f"{where} expected {kind}, got {_shown(value, arr, fractional)}")
+    low, high = (0, 1) if field.is_bool else (field.low, field.high)
+    outside = (arr < low) | (arr > high)
+    if np.any(outside):
+        raise TaskError(f"{where} expected {field.describe()}, got {_shown(value, arr, outside)}")
     return arr.astype(field.dtype)
+
+
+#: A value with at most this many elements is quoted whole in an error; a larger one (a wall
+#: grid) by its shape and its first offending element, so every error stays one line.
+QUOTED_SIZE = 8
+
+
+def _one_line(text: Any) -> str:
+    return " ".join(str(text).split())
+
+
+def _shown(value: Any, arr: np.ndarray | None = None, bad: np.ndarray | None = None) -> str:
+    """`value` for an error message, on one line: quoted whole when small, else by its shape
+    (and where `bad` marks offending elements, the first one and its index)."""
+    if arr is None or (arr.size <= QUOTED_SIZE and arr.ndim <= 1):
+        return _one_line(repr(value))
+    text = f"an array of shape {arr.shape}"
+    if bad is not None and np.any(bad):
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        text += f" with {int(np.sum(bad))} such value(s), the first {arr[index].item()!r} at index {list(index)}"
+    return text
 
 
 def task_to_jax(task: Mapping[str, np.ndarray]) -> Task:
     return {k: jnp.asarray(v) for k, v in task.items()}
 
 
-def flatten_task(task: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
-    """A task as plain floats under stable keys (`length`, `target_0`, ...), for results."""
+def flatten_task(task: Mapping[str, Any], prefix: str = "", max_size: int | None = None) -> dict[str, float]:
+    """A task as plain floats under stable keys (`length`, `target_0`, ...), for results; with
+    `max_size`, only the fields of at most that many values (a wall grid is no result key)."""
     flat: dict[str, float] = {}
     for name, value in task.items():
         arr = np.asarray(value, np.float64)
+        if max_size is not None and arr.size > max_size:
+            continue
         if arr.ndim == 0:
             flat[f"{prefix}{name}"] = float(arr)
         else:

@@ -1,4 +1,5 @@
-"""Envs by name: built-ins, registered names, `brax/<name>`, `gymnax/<id>`, or an import path.
+"""Envs by name: built-ins, registered names, `brax/<name>`, `gymnax/<id>`, `jaxued/maze` (or
+`jaxued/<module>:<factory>`, a JaxUED underspecified env), or an import path.
 
 An import path, "module:factory", names a callable that returns an `Env`; a Tune worker imports
 it by itself, so a user's env needs no `register` call there. `register` remains for names
@@ -16,6 +17,7 @@ from ajax_tune.imports import Registry, is_import_path
 
 BRAX_PREFIX = "brax/"
 GYMNAX_PREFIX = "gymnax/"
+JAXUED_PREFIX = "jaxued/"
 
 
 def _brax(name: str) -> Callable[..., Env]:
@@ -32,6 +34,12 @@ def _gymnax(env_id: str) -> Callable[..., Env]:
     return functools.partial(GymnaxEnv, env_id)
 
 
+def _jaxued(rest: str) -> Callable[..., Env]:
+    from ajax_tune.envs.jaxued_adapter import make
+
+    return make(rest)
+
+
 # built-ins as import paths, imported when first named
 ENVS = Registry(
     "env.name",
@@ -44,7 +52,7 @@ ENVS = Registry(
     },
     imports="module:factory",
     unknown="unknown env",
-    prefixes={f"{BRAX_PREFIX}<name>": _brax, f"{GYMNAX_PREFIX}<id>": _gymnax},
+    prefixes={f"{BRAX_PREFIX}<name>": _brax, f"{GYMNAX_PREFIX}<id>": _gymnax, f"{JAXUED_PREFIX}<name>": _jaxued},
 )
 
 
@@ -52,8 +60,10 @@ def register(name: str, factory: Callable[..., Env], *, overwrite: bool = False)
     """Make `make_env(name, **kwargs)` call `factory(**kwargs)` in this process."""
     if not overwrite and name in ENVS.entries:
         raise ValueError(f"an env named {name!r} is already registered; pass overwrite=True to replace it")
-    if is_import_path(name) or name.startswith((BRAX_PREFIX, GYMNAX_PREFIX)):
-        raise ValueError(f"{name!r} cannot be registered: ':' marks an import path, and the brax/ and gymnax/ prefixes are taken")
+    if is_import_path(name) or name.startswith((BRAX_PREFIX, GYMNAX_PREFIX, JAXUED_PREFIX)):
+        raise ValueError(
+            f"{name!r} cannot be registered: ':' marks an import path, and the brax/, gymnax/ and jaxued/ prefixes are taken"
+        )
     ENVS.entries[name] = factory
 
 
@@ -62,8 +72,8 @@ def registered_envs() -> list[str]:
 
 
 def make_env(name: str, **kwargs) -> Env:
-    """Build an env by name: a built-in, a registered one, `brax/<name>`, `gymnax/<id>` or
-    "module:factory" (a callable returning an `Env`)."""
+    """Build an env by name: a built-in, a registered one, `brax/<name>`, `gymnax/<id>`,
+    `jaxued/maze`, `jaxued/<module>:<factory>` or "module:factory" (a callable returning an `Env`)."""
     factory = ENVS.resolve(name)
     if not ENVS.is_import_path(name):
         return factory(**kwargs)

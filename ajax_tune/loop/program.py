@@ -37,6 +37,7 @@ from ajax_tune.fields import ConfigError
 from ajax_tune.loop.config import LoopConfig
 from ajax_tune.loop.rollout import EVAL_ROWS, TRAIN_ROWS, make_collect, make_evaluate
 from ajax_tune.loop.state import CallOutput, CallStats, TrainState
+from ajax_tune.results import keys as K
 from ajax_tune.ued.decider import Decider
 
 #: Folded into a lane's key (never replacing it) for the evaluation before the first update, so
@@ -299,9 +300,12 @@ class Parts:
 
 
 def flat_task(task: Task) -> dict[str, jax.Array]:
-    """Per lane: scalar fields as they are, array fields one key per element."""
+    """Per lane: scalar fields as they are, array fields one key per element; fields too large
+    to report (`K.is_reported_field`) are left out, as `K.task_field_keys` predicts."""
     flat = {}
     for name, value in task.items():
+        if not K.is_reported_field(value.shape[1:]):
+            continue
         if value.ndim == 1:
             flat[name] = value
         else:

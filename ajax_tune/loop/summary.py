@@ -31,12 +31,13 @@ def _nanmean(x) -> float:
 LOOP_ROWS = ("timestep", "eval/", "task/", "train/")
 
 
-def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",)) -> dict[str, float]:
+def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",), heldout_names=None) -> dict[str, float]:
     """Plain floats under stable keys: the same keys every call, NaN where there is nothing.
 
     Evaluation values come from the call's last evaluation (mean, spread and per seed); the
     agent's metrics are averaged over the call, except those in `latest` (the value of a
-    schedule), which are read after the last update.
+    schedule), which are read after the last update. Held-out tasks are reported under
+    `heldout_names` (by default their indices).
     """
     rows = {k: np.asarray(v) for k, v in out.rows.items()}
     num_seeds = rows["timestep"].shape[0]
@@ -55,11 +56,14 @@ def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",)) -> dict[str, f
             result.update(zip(keys.seed_keys(num_seeds), map(float, per_seed)))
     if HELDOUT_ROWS[0] in rows:
         num_tasks = rows[HELDOUT_ROWS[0]].shape[-1]
+        labels = keys.heldout_labels(num_tasks if heldout_names is None else heldout_names)
+        if len(labels) != num_tasks:
+            raise ValueError(f"{len(labels)} held-out names for {num_tasks} held-out tasks")
         for key, name in zip(HELDOUT_ROWS, keys.HELDOUT_NAMES):
             per_task = rows[key][:, last] if last is not None else np.full((num_seeds, num_tasks), np.nan)
             result[f"{keys.HELDOUT_PREFIX}{name}_mean"] = _nanmean(per_task)
-            for i in range(num_tasks):
-                result[f"{keys.HELDOUT_PREFIX}{i}/{name}"] = _nanmean(per_task[:, i])
+            for i, label in enumerate(labels):
+                result[f"{keys.HELDOUT_PREFIX}{label}/{name}"] = _nanmean(per_task[:, i])
 
     for key, value in rows.items():
         if key.startswith("task/"):
@@ -79,10 +83,13 @@ def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",)) -> dict[str, f
     return result
 
 
-def summary_keys(num_lanes: int, num_heldout: int, task_shapes: dict, metrics, health_parts) -> list[str]:
+def summary_keys(num_lanes: int, num_heldout, task_shapes: dict, metrics, health_parts) -> list[str]:
     """The keys `summarize` writes for a program of these shapes: `summarize` itself, run on a
     call's output of NaN rows (nothing traced, nothing compiled), so the keys a result holds
-    and the keys predicted for it (`results.predict`) come from the same code."""
+    and the keys predicted for it (`results.predict`) come from the same code. `num_heldout`:
+    how many held-out tasks, or their names."""
+    heldout_names = None if isinstance(num_heldout, int) else tuple(num_heldout)
+    num_heldout = num_heldout if heldout_names is None else len(heldout_names)
     nan = lambda *shape: np.full((num_lanes, 1, *shape), np.nan, np.float32)  # noqa: E731 [lanes, one update, ...]
     rows = {"timestep": nan(), "eval/timestep": np.full((num_lanes, 1), -1.0), **{k: nan() for k in EVAL_ROWS}}
     if num_heldout:
@@ -91,7 +98,7 @@ def summary_keys(num_lanes: int, num_heldout: int, task_shapes: dict, metrics, h
     rows.update({k: nan() for k in (*TRAIN_ROWS, *metrics)})
     start = {k: v[:, 0] for k, v in rows.items() if k.startswith("eval/") and k != "eval/timestep"}
     health = {part: np.ones((num_lanes, 1), np.float32) for part in health_parts}
-    return list(summarize(CallOutput(rows=rows, stats=None, health=health, start=start)))
+    return list(summarize(CallOutput(rows=rows, stats=None, health=health, start=start), heldout_names=heldout_names))
 
 
 def start_result(start: dict) -> dict[str, float]:

@@ -47,12 +47,20 @@ class TrainLoop:
         num_members: int = 1,
         learning_signal: bool = True,
         dataset: DatasetInput | None = None,
+        heldout_names: Sequence[str] | None = None,
         ued: UEDConfig | None = None,
     ):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent, self.config, self.dataset = agent, config, dataset
         self.learning_signal = bool(learning_signal)
-        self.num_heldout = int(num_heldout)
+        # the held-out tasks, by the names results give them (their indices unless named)
+        if heldout_names is not None:
+            self.heldout_names = tuple(str(name) for name in heldout_names)
+            if num_heldout and num_heldout != len(self.heldout_names):
+                raise ConfigError(f"num_heldout ({num_heldout}) and heldout_names ({len(self.heldout_names)}) disagree")
+        else:
+            self.heldout_names = tuple(str(i) for i in range(int(num_heldout)))
+        self.num_heldout = len(self.heldout_names)
         if int(num_members) < 1:
             raise ConfigError(f"a population needs at least one member, got {num_members}")
         self.num_members = int(num_members)
@@ -155,7 +163,7 @@ class TrainLoop:
 
     def summarize(self, out: CallOutput) -> dict[str, float]:
         latest = (*self.agent.latest_metrics, *(UED_LATEST if self.ued is not None else ()))
-        return summarize(out, latest=latest)
+        return summarize(out, latest=latest, heldout_names=self.heldout_names)
 
     # -- states --------------------------------------------------------------------------
 

@@ -65,11 +65,15 @@ NONFINITE = "train/nonfinite"
 HEALTH_PREFIX = "health/"
 HEALTH_SUFFIX = "_nonfinite_at"
 
-#: The held-out set: means over tasks and seeds, and per task `eval/heldout/<i>/<name>`.
+#: The held-out set: means over tasks and seeds, and per task `eval/heldout/<i>/<name>` (a named
+#: set's tasks by their names: `eval/heldout/SixteenRooms/success_rate`).
 HELDOUT_PREFIX = "eval/heldout/"
 HELDOUT_NAMES = ("return", "success_rate")
 
-#: The task evaluations ran on in the call, the task of the next call, and its level.
+#: The task evaluations ran on in the call, the task of the next call, and its level. Only fields
+#: of at most `MAX_REPORTED_FIELD_SIZE` values per env are reported (a scalar, a target, a
+#: position): a maze's wall grid would add one key per cell to every result.
+MAX_REPORTED_FIELD_SIZE = 8
 TASK_PREFIX = "curriculum/task/"
 NEXT_TASK_PREFIX = "curriculum/next_task/"
 LEVEL = "curriculum/level"
@@ -133,8 +137,14 @@ def health_part(key: str) -> str | None:
     return None
 
 
-def heldout_keys(num_tasks: int) -> list[str]:
-    return heldout_mean_keys(num_tasks) + [f"{HELDOUT_PREFIX}{i}/{name}" for i in range(num_tasks) for name in HELDOUT_NAMES]
+def heldout_labels(tasks: int | Iterable[str]) -> tuple[str, ...]:
+    """How results name each held-out task: by index, or by the names given."""
+    return tuple(str(i) for i in range(tasks)) if isinstance(tasks, int) else tuple(tasks)
+
+
+def heldout_keys(tasks: int | Iterable[str]) -> list[str]:
+    labels = heldout_labels(tasks)
+    return heldout_mean_keys(len(labels)) + [f"{HELDOUT_PREFIX}{label}/{name}" for label in labels for name in HELDOUT_NAMES]
 
 
 def heldout_mean_keys(num_tasks: int) -> list[str]:
@@ -155,15 +165,26 @@ def start_key(key: str) -> str | None:
     return START_PREFIX + key[len("eval/") :]
 
 
+def field_size(shape: Iterable[int]) -> int:
+    size = 1
+    for n in shape:
+        size *= n
+    return size
+
+
+def is_reported_field(shape: Iterable[int]) -> bool:
+    """Whether a task field of this (per-env) shape appears in results."""
+    return field_size(shape) <= MAX_REPORTED_FIELD_SIZE
+
+
 def task_field_keys(shapes: dict[str, tuple[int, ...]]) -> list[str]:
-    """A task's fields as result keys (without prefix): a scalar field by its name, an array
-    field one key per element (`target_0`, `target_1`, ...)."""
+    """A task's reported fields as result keys (without prefix): a scalar field by its name, an
+    array field one key per element (`target_0`, `target_1`, ...); a field of more than
+    `MAX_REPORTED_FIELD_SIZE` values has none."""
     names = []
     for name, shape in shapes.items():
-        size = 1
-        for n in shape:
-            size *= n
-        names += [name] if not shape else [f"{name}_{i}" for i in range(size)]
+        if is_reported_field(shape):
+            names += [name] if not shape else [f"{name}_{i}" for i in range(field_size(shape))]
     return names
 
 

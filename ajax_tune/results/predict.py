@@ -55,7 +55,7 @@ def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[s
     keys = {
         *K.RUNNER_KEYS,
         *loop.progress_keys(),
-        *summary_keys(cfg.train.num_seeds, loop.num_heldout, shapes, metrics, health),
+        *summary_keys(cfg.train.num_seeds, loop.heldout_names, shapes, metrics, health),
         *curriculum_keys(parts),
     }
     return frozenset(keys)

@@ -19,6 +19,7 @@ from flax import struct
 
 from ajax_tune.agents.dqn.config import DQNConfig, DQNHparams
 from ajax_tune.agents.dqn.losses import chosen, double_q_target, dqn_loss
+from ajax_tune.agents.encoders import encoded
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningStats
 from ajax_tune.agents.offpolicy import OffPolicyAgent, OffPolicyState, ReplayTransition
@@ -43,12 +44,15 @@ class DQN(OffPolicyAgent):
     metric_keys = (*learn_keys, "epsilon", "lr", "replay/size")
     latest_metrics = ("lr", "epsilon", "replay/size")
 
-    def __init__(self, config: DQNConfig, observation_space: gymnasium.spaces.Box, action_space):
+    def __init__(self, config: DQNConfig, observation_space: gymnasium.spaces.Box, action_space, image_shape=None):
         if not isinstance(action_space, gymnasium.spaces.Discrete):
             raise ConfigError(f"agent.name 'dqn' needs a discrete action space; this env's is {action_space}")
         super().__init__(config, observation_space, jax.ShapeDtypeStruct((), jnp.int32))
         self.num_actions = int(action_space.n)
-        self.q = MLP(config.hidden_sizes, self.num_actions, config.activation, out_scale=1.0)
+        self.image_shape = image_shape  # the env's (`agents/encoders.py`), read by `agent.encoder`
+        self.q = encoded(
+            config.encoder, image_shape, MLP(config.hidden_sizes, self.num_actions, config.activation, out_scale=1.0)
+        )
 
     def init(self, key: jax.Array) -> DQNState:
         params = self.q.init(key, jnp.zeros((1, *self.obs_shape), jnp.float32))

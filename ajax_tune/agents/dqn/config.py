@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ajax_tune.agents.encoders import EncoderConfig
 from ajax_tune.agents.hparams import hparams_type
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.offpolicy import OffPolicyConfig
@@ -38,6 +39,13 @@ class DQNConfig(OffPolicyConfig):
     epsilon_decay_fraction: float = traced(
         0.25, ge=0.0, le=1.0, doc="share of total_timesteps over which epsilon decays linearly"
     )
+    encoder: EncoderConfig | None = static(
+        None, doc="null: the Q-network reads observations as they are; {kind: conv, ...}: conv layers read the env's image first"
+    )
+
+    def __post_init__(self):
+        object.__setattr__(self, "encoder", EncoderConfig.parse(self.encoder))
+        super().__post_init__()
 
 
 DQNHparams = hparams_type(DQNConfig)

@@ -16,6 +16,7 @@ from flax import struct
 
 from ajax_tune.agents.base import AgentBase, Clock, action_scale
 from ajax_tune.agents.distributions import for_space
+from ajax_tune.agents.encoders import encoded
 from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
@@ -67,15 +68,19 @@ class PPO(AgentBase):
         """One agent name, two forms: a config with `recurrent` set builds the recurrent one."""
         return PPO.forms["recurrent"] if cls is PPO and config.recurrent is not None else cls
 
-    def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space):
+    def __init__(self, config: PPOConfig, observation_space: gymnasium.spaces.Box, action_space, image_shape=None):
         if type(self) is PPO and config.recurrent is not None:
             raise ConfigError("agent.recurrent is set: build the recurrent form, PPO.form(config), or use make_agent")
         super().__init__(config)
         self.obs_shape = tuple(observation_space.shape)
+        self.image_shape = image_shape  # the env's (`agents/encoders.py`), read by `agent.encoder`
         self.dist = for_space(action_space)
         self.to_env = action_scale(action_space)
         self.policy = MLP(config.hidden_sizes, self.dist.param_size, config.activation, out_scale=0.01)
         self.value = MLP(config.hidden_sizes, 1, config.activation, out_scale=1.0)
+        if config.recurrent is None:  # the recurrent form's encoder sits before its cell
+            self.policy = encoded(config.encoder, image_shape, self.policy)
+            self.value = encoded(config.encoder, image_shape, self.value)
         self.optimizer = Optimizer(eps=1e-5)
         self.obs_norm = RunningNormalizer(self.obs_shape, config.normalize_observations)
         self.return_norm = RunningNormalizer((), config.normalize_rewards)  # of the discounted return

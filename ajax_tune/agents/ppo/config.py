@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from ajax_tune.agents.encoders import EncoderConfig
 from ajax_tune.agents.hparams import hparams_type
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.fields import ConfigError, check_keys, config_section, static, traced, validate
@@ -61,9 +62,15 @@ class PPOConfig:
         doc="null: feed-forward MLPs; {cell: gru | lstm, size: N}: a recurrent cell before both heads, "
         "trained by backpropagation through each unroll, minibatches over envs (`agent.recurrent` below)",
     )
+    encoder: EncoderConfig | None = static(
+        None,
+        doc="null: observations go to the MLPs (or the cell) as they are; {kind: conv, channels: [16], kernel: 3}: "
+        "conv layers read the env's image first (envs that declare image_shape; `agent.encoder` below)",
+    )
 
     def __post_init__(self):
         object.__setattr__(self, "recurrent", RecurrentConfig.parse(self.recurrent))
+        object.__setattr__(self, "encoder", EncoderConfig.parse(self.encoder))
         validate(self, "agent")
         if self.recurrent is not None:
             if self.num_envs % self.num_minibatches:

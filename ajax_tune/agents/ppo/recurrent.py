@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune.agents.base import Carries, Clock
+from ajax_tune.agents.encoders import ConvEncoder, make_encoder
 from ajax_tune.agents.hparams import scheduled
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
@@ -38,15 +39,23 @@ class RecurrentTrunk(nn.Module):
     two: `encode` holds all that does not read the carry (the encoder and the cell's input-side
     products), so an update runs it once over a whole unroll, and `advance` is what must follow
     the carry step by step, with the cell's recurrent products as one matrix product.
+
+    The encoder is a dense layer (`activation`), or with `agent.encoder` the conv encoder, whose
+    features go to the cell as they are (JaxUED's maze_plr.py network: conv, direction
+    embedding, LSTM).
     """
 
     cell: str
     size: int
     activation: str = "tanh"
+    image_encoder: ConvEncoder | None = None
 
     @nn.compact
     def __call__(self, carry, obs):
-        x = ACTIVATIONS[self.activation](nn.Dense(self.size, kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(obs))
+        if self.image_encoder is not None:
+            x = self.image_encoder(obs)
+        else:
+            x = ACTIVATIONS[self.activation](nn.Dense(self.size, kernel_init=nn.initializers.orthogonal(np.sqrt(2.0)))(obs))
         cell = nn.GRUCell(self.size) if self.cell == "gru" else nn.OptimizedLSTMCell(self.size)
         return cell(carry, x)
 
@@ -57,7 +66,10 @@ class RecurrentTrunk(nn.Module):
     def encode(self, params, obs):
         """The carry-free part of a step, for observations of any leading shape."""
         p = params["params"]
-        x = ACTIVATIONS[self.activation](_dense(p["Dense_0"], obs))
+        if self.image_encoder is not None:
+            x = self.image_encoder.apply({"params": p["image_encoder"]}, obs)
+        else:
+            x = ACTIVATIONS[self.activation](_dense(p["Dense_0"], obs))
         if self.cell == "gru":
             cell = p["GRUCell_0"]
             return tuple(_dense(cell[name], x) for name in ("ir", "iz", "in"))
@@ -105,10 +117,10 @@ def _where_fresh(fresh, new, carry):
 class RecurrentPPO(PPO, form="recurrent"):
     """`agent: {name: ppo, recurrent: {cell: gru, size: 128}}` builds this (see `PPO.__new__`)."""
 
-    def __init__(self, config: PPOConfig, observation_space, action_space):
-        super().__init__(config, observation_space, action_space)
+    def __init__(self, config: PPOConfig, observation_space, action_space, image_shape=None):
+        super().__init__(config, observation_space, action_space, image_shape)
         rec = config.recurrent
-        self.trunk = RecurrentTrunk(rec.cell, rec.size, config.activation)
+        self.trunk = RecurrentTrunk(rec.cell, rec.size, config.activation, make_encoder(config.encoder, image_shape))
 
     # -- state ---------------------------------------------------------------------------
 
