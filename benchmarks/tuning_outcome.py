@@ -221,7 +221,10 @@ def experiment_for(task: str, tuner: str, s: dict) -> dict:
                 "mutations": space,
             },
         }
-        horizon = stretched_horizon(raw, budget, cpus, k * train.get("num_seeds", 1), task, vmap_gain=2.0)
+        # lanes of one program gain nothing in total on this CPU: population_scale.json (2026-12-04,
+        # cartpole, 2 CPUs) has 257k env steps/s for 2 lanes and 269k for 32, so a gain of 2 would
+        # leave the linear and cosine schedules about a third of the way through their span at the end
+        horizon = stretched_horizon(raw, budget, cpus, k * train.get("num_seeds", 1), task, vmap_gain=1.0)
         trial["train"]["total_timesteps"] = horizon
         raw["trial"] = trial
         raw["stop"] = {"training_iteration": horizon // train["timesteps_per_iteration"]}
