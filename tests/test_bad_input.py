@@ -147,6 +147,8 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
         ("tune.mode=maximum", "tune.mode must be one of ['min', 'max'], got 'maximum'"),
         ("tune.num_samples=0", "tune.num_samples must be >= 1, got 0"),
         ("tune.reuse_actors=maybe", "tune.reuse_actors must be true or false, got 'maybe'"),
+        ("tune.time_budget_s=-60", "tune.time_budget_s must be >= 0.0, got -60.0"),
+        ("tune.time_budget_s=soon", "tune.time_budget_s must be a number, got 'soon'"),
         (
             "tune.scheduler={name: asha, time_attr: env_step}",
             "tune.scheduler (asha).time_attr: metric 'env_step' is not in any result; did you mean 'env_steps'?",

@@ -3,6 +3,7 @@ classes' own signatures. Building these objects starts no Ray."""
 
 import dataclasses
 import importlib.util
+import pickle
 
 import pytest
 from ray import tune
@@ -10,7 +11,8 @@ from ray.tune.schedulers import ASHAScheduler, PopulationBasedTraining
 from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from ajax_tune.errors import ConfigError
-from ajax_tune.tune.choices import CHOICES, TuneChoice, build_scheduler, build_searcher
+from ajax_tune.spaces import parse_spaces
+from ajax_tune.tune.choices import CHOICES, TuneChoice, build_scheduler, build_searcher, to_tune_mutations
 from ajax_tune.tune.experiment import Experiment
 
 TRIAL = {"env": {"name": "corridor"}, "agent": {"num_envs": 8, "unroll_length": 16}, "train": {"timesteps_per_iteration": 128}}
@@ -87,6 +89,17 @@ def test_bad_search_options_are_refused_by_name(search, message):
     assert message in str(error.value)
 
 
+def test_time_budget_reaches_the_tuner(tmp_path):
+    """`tune.time_budget_s` is Tune's `time_budget_s` (in the tuner's saved state, which a resume
+    reads); 0, the default, is no budget."""
+    assert experiment().tune.time_budget_s == 0.0
+    for budget, expected in ((90, 90.0), (0, None)):
+        name = f"budget{budget}"
+        Experiment.from_dict({"name": name, "trial": TRIAL, "tune": {"time_budget_s": budget}}).tuner(storage_path=str(tmp_path))
+        state = pickle.loads((tmp_path / name / "tuner.pkl").read_bytes())
+        assert state["_tune_config"].time_budget_s == expected
+
+
 def test_schedulers_with_options():
     options = {"max_t": 7, "grace_period": 2}
     for form in ({"name": "asha", **options}, {"name": "asha", "kwargs": options}):
@@ -101,6 +114,11 @@ def test_schedulers_with_options():
         }
     )
     assert isinstance(build_scheduler(pbt.tune), PopulationBasedTraining)
+    # PBT multiplies the value of a tune.choice domain when it perturbs it: a choice reaches it as a list
+    lr = {"kind": {"choice": ["constant", "linear"]}, "peak": {"loguniform": [1e-4, 1e-2]}}
+    mutations = to_tune_mutations(parse_spaces({"agent": {"lr": lr, "ent_coef": [0.0, 0.01]}}))
+    assert mutations["agent"]["lr"]["kind"] == ["constant", "linear"] and mutations["agent"]["ent_coef"] == [0.0, 0.01]
+    assert isinstance(mutations["agent"]["lr"]["peak"], tune.search.sample.Float)
     # Ray's own create_scheduler drops an unknown keyword silently; here it is an error
     message = r"scheduler \(asha\): unknown option 'grace_perod'; did you mean 'grace_period'"
     with pytest.raises(ConfigError, match=message):

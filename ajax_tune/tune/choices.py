@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ajax_tune.errors import ConfigError
 from ajax_tune.imports import Registry, did_you_mean, resolve_import
-from ajax_tune.spaces import parse_spaces, to_tune
+from ajax_tune.spaces import DESCEND, Domain, map_spaces, parse_spaces, to_tune
 
 if TYPE_CHECKING:
     from ajax_tune.tune.sections import TuneSection
@@ -32,6 +32,7 @@ class TuneChoice:
     defaults: Mapping = dataclasses.field(default_factory=dict)  # options set unless given
     required: Mapping = dataclasses.field(default_factory=dict)  # options it needs: option -> what it is
     spaces: tuple = ()  # options written as search spaces (converted to Tune's)
+    choices_as_lists: bool = False  # in those, {choice: [...]} becomes a plain list (PBT's set of values)
     seed: str = ""  # its keyword for `tune.seed`; the option `seed` is accepted as an alias
     concurrency: str = ""  # its keyword for `tune.max_concurrent_trials`, where Tune would not pass it
     metrics: tuple = ()  # options that name a result key (checked like tune.metric)
@@ -61,6 +62,9 @@ CHOICES: dict[str, dict[str, TuneChoice]] = {
             **TIMED,
             required={"hyperparam_mutations": "{key: search space or list of values}"},
             spaces=("hyperparam_mutations",),
+            # Tune's PBT steps through a list, but perturbs a tune.choice domain by multiplying
+            # its value (a string or a list fails then, at the first exploit)
+            choices_as_lists=True,
             config_keys=("hyperparam_mutations",),
         ),
         "pb2": TuneChoice(
@@ -181,7 +185,8 @@ def build_choice(kind: str, spec: Mapping, section: TuneSection):
             raise ConfigError(f"{where} needs the option {key} ({what})")
     for key in choice.spaces:
         if key in kwargs:
-            kwargs[key] = to_tune(parse_spaces(kwargs[key], f"tune.{kind}.{key}"))
+            parsed = parse_spaces(kwargs[key], f"tune.{kind}.{key}")
+            kwargs[key] = to_tune_mutations(parsed) if choice.choices_as_lists else to_tune(parsed)
     if choice.seed:
         kwargs.setdefault(choice.seed, section.seed)
     if choice.concurrency and section.max_concurrent_trials:
@@ -190,6 +195,18 @@ def build_choice(kind: str, spec: Mapping, section: TuneSection):
         return cls(**kwargs)
     except (TypeError, ValueError, AssertionError) as exc:
         raise ConfigError(f"{where}: {exc}".splitlines()[0]) from None
+
+
+def to_tune_mutations(space: Any) -> Any:
+    """A parsed space as PBT's mutations: `{choice: [...]}` as the plain list PBT steps through
+    (a neighbour, or a draw), every other domain as Tune's."""
+
+    def one(node, _):
+        if isinstance(node, Domain):
+            return list(node.args) if node.kind == "choice" else node.to_tune()
+        return DESCEND
+
+    return map_spaces(space, one)
 
 
 def missing_package(where: str, choice: TuneChoice) -> str:

@@ -15,6 +15,7 @@
       max_concurrent_trials: 2
       reuse_actors: false
       population: 0             # K: pack K suggestions per trial as its members (population_search.py)
+      time_budget_s: 0          # the whole search's wall-clock budget in seconds; 0: none
     stop: {training_iteration: 12}
     checkpoint: {frequency: 2, at_end: true, num_to_keep: 2}   # keeps the 2 best by tune.metric, and the latest
     failure: {max_failures: 0}
@@ -22,7 +23,8 @@
 
 Search spaces are written as one-key mappings (`ajax_tune.spaces`): `{loguniform: [lo, hi]}`,
 `{choice: [a, b, ...]}`, `{grid: [a, b, ...]}` and the like. PBT and PB2 mutations use the same
-syntax (for PBT a plain list is a set of choices; PB2 takes `[lo, hi]` bounds).
+syntax (for PBT a plain list or `{choice: [...]}` is a set of values to step through; PB2 takes
+`[lo, hi]` bounds).
 
 `search` and `scheduler` are a name, or a mapping with `name` and the options of that class,
 written inline (`{name: asha, max_t: 12}`) or under `kwargs` (`{name: optuna, kwargs: {seed: 3}}`).
@@ -231,6 +233,7 @@ class Experiment:
             scheduler=build_scheduler(section),
             max_concurrent_trials=limit,
             reuse_actors=section.reuse_actors,
+            time_budget_s=section.time_budget_s or None,
             **trial_names(),
         )
         run_config = tune.RunConfig(

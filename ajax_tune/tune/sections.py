@@ -30,6 +30,9 @@ class TuneSection:
     population: int = static(
         0, ge=0, doc="configs per trial: K suggestions packed as one trial's members (population_search.py); 0: one per trial"
     )
+    time_budget_s: float = static(
+        0.0, ge=0.0, doc="the experiment's wall-clock budget in seconds (Tune's time_budget_s): every trial stops then; 0: none"
+    )
 
 
 @config_section("checkpoint")
