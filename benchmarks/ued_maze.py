@@ -257,8 +257,30 @@ def p2_config(algorithm: str, seeds: int, calls: int) -> dict:
     }
 
 
-def posthoc_levels() -> dict:
-    """The eight held-out mazes then 100 generated levels (fixed seed), as one batch of tasks."""
+def shortest_path(wall_map, agent_pos, goal_pos) -> int | None:
+    """Moves forward (turns aside) from the agent's cell to the goal's, by breadth-first search;
+    None when the goal cannot be reached (the generator does not check)."""
+    import collections
+
+    walls = [[bool(c) for c in row] for row in wall_map]
+    h, w = len(walls), len(walls[0])
+    start, goal = tuple(int(v) for v in agent_pos), tuple(int(v) for v in goal_pos)
+    seen, queue = {start: 0}, collections.deque([start])
+    while queue:
+        x, y = queue.popleft()
+        for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            nx, ny = x + dx, y + dy
+            if 0 <= nx < w and 0 <= ny < h and (nx, ny) not in seen and not walls[ny][nx]:
+                if (nx, ny) == goal:
+                    return seen[(x, y)] + 1
+                seen[(nx, ny)] = seen[(x, y)] + 1
+                queue.append((nx, ny))
+    return None
+
+
+def posthoc_levels() -> tuple[dict, dict]:
+    """The eight held-out mazes then the first 100 solvable levels the generator draws (fixed
+    seed), as one batch of tasks; and what the draw held (unsolvable levels, path lengths)."""
     import jax
     import numpy as np
 
@@ -266,11 +288,25 @@ def posthoc_levels() -> dict:
 
     mazes = [parse_maze(text.strip("\n")) for text in HELDOUT_7X7.values()]
     env = MazeEnv(height=7, width=7, n_walls=12, max_episode_steps=64)
-    keys = jax.random.split(jax.random.PRNGKey(P2_GENERATED_SEED), P2_GENERATED)
-    generated = jax.device_get(jax.vmap(env.generate_level)(keys))
+    keys = jax.random.split(jax.random.PRNGKey(P2_GENERATED_SEED), 3 * P2_GENERATED)
+    drawn = jax.device_get(jax.vmap(env.generate_level)(keys))
     fields = list(mazes[0])
-    tasks = {k: np.concatenate([np.stack([m[k] for m in mazes]), np.asarray(generated[k])]).tolist() for k in fields}
-    return tasks
+    lengths = [shortest_path(drawn["wall_map"][i], drawn["agent_pos"][i], drawn["goal_pos"][i]) for i in range(len(keys))]
+    solvable = [i for i, n in enumerate(lengths) if n is not None][:P2_GENERATED]
+    considered = solvable[-1] + 1
+    tasks = {k: np.concatenate([np.stack([m[k] for m in mazes]), np.asarray(drawn[k])[solvable]]).tolist() for k in fields}
+    held = [shortest_path(m["wall_map"], m["agent_pos"], m["goal_pos"]) for m in mazes]
+    kept = [lengths[i] for i in solvable]
+    facts = {
+        "generated_drawn": considered,
+        "generated_unsolvable_share": round(sum(n is None for n in lengths[:considered]) / considered, 3),
+        "shortest_path_heldout": dict(zip(HELDOUT_7X7, held)),
+        "shortest_path_heldout_mean": round(float(np.mean(held)), 2),
+        "shortest_path_generated_mean": round(float(np.mean(kept)), 2),
+        "shortest_path_generated_quantiles_50_90_max": [float(np.quantile(kept, q)) for q in (0.5, 0.9, 1.0)],
+        "generated_at_least_as_long_as_shortest_heldout": round(float(np.mean(np.asarray(kept) >= min(held))), 3),
+    }
+    return tasks, facts
 
 
 # -- running units ------------------------------------------------------------------------
@@ -551,7 +587,7 @@ def main(argv=None) -> None:
 
     if args.part in ("2", "all"):
         part = record["part2"]
-        tasks = posthoc_levels()
+        tasks, facts = posthoc_levels()
         n = len(HELDOUT_7X7)
         spec = {
             "at": list(range(P2_POSTHOC_EVERY, p2_calls + 1, P2_POSTHOC_EVERY)),
@@ -566,6 +602,7 @@ def main(argv=None) -> None:
             "heldout_mazes": HELDOUT_7X7,
             "generated_levels": P2_GENERATED,
             "generated_seed": P2_GENERATED_SEED,
+            "levels": facts,
             "posthoc": {k: v for k, v in spec.items() if k != "tasks"},
         }
         for algorithm in p2_algorithms:
