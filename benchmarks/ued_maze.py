@@ -76,7 +76,7 @@ P1_DIFFERENCES = [
     "maze_plr compiles its train-and-eval step twice (a weak-typed level width after the first call); "
     "both compilations are in its compile time",
     "maze_plr scans its 10 updates and the evaluation in one jitted call; ajax_tune's train() runs 10 updates "
-    "and one evaluation per call, for all 3 seeds as lanes of one program",
+    "and one evaluation per call, for all seeds as lanes of one program",
 ]
 
 
@@ -345,7 +345,7 @@ def spread(values: list[float]) -> dict:
     }
 
 
-def p1_summary(units: dict, updates: int) -> dict:
+def p1_summary(units: dict, updates: int, seeds: int = P1_SEEDS) -> dict:
     out = {}
     total = updates * P1_STEPS_PER_UPDATE
     for algorithm in P1_ALGORITHMS:
@@ -406,13 +406,13 @@ def p1_summary(units: dict, updates: int) -> dict:
         out[algorithm] = row
     out["how_to_read"] = (
         "Throughput for all seeds of a side: the peer runs one process per seed (seeds one after another), "
-        "ours runs the 3 seeds as lanes of one process, so 'all_seeds' figures are 3 x 327,680 env steps over "
-        "the wall clock each side took for all three. The peer's per-seed 'without' figures are per process "
+        f"ours runs the {seeds} seeds as lanes of one process, so 'all_seeds' figures are {seeds} x {total:,} env "
+        f"steps over the wall clock each side took for all {seeds}. The peer's per-seed 'without' figures are per process "
         "(one seed). 'without_first_chunk' drops the first 10 updates (the first compilation; the peer's "
         "second compilation is in its second chunk), 'without_compile' subtracts the seconds JAX reported "
         "compiling. Held-out solve rates are ~0 on both sides, as expected: the buffer (4,000) needs 2,000 "
         "levels before a replay, 40 updates x 32 envs offer 1,280, so robust PLR and ACCEL take no gradient "
-        "step in 327,680 env steps on either side."
+        f"step in {total:,} env steps on either side."
     )
     return out
 
@@ -501,7 +501,7 @@ def load(path: pathlib.Path, fresh: bool) -> dict:
 
 
 def save(path: pathlib.Path, record: dict) -> None:
-    payload = {k: v for k, v in record.items() if k in ("part1", "part2", "peer", "loads")}
+    payload = {k: v for k, v in record.items() if k in ("part1", "part2", "peer", "loads", "commands")}
     harness.write_results("ued_maze", payload, path)
 
 
@@ -513,6 +513,7 @@ def main(argv=None) -> None:
     parser.add_argument("--only", nargs="*", default=None, help="units to run, e.g. jaxued/accel/0 ajax_tune/dr")
     parser.add_argument("--fresh", action="store_true", help="forget the units the JSON holds")
     parser.add_argument("--quick", action="store_true", help="a short smoke of both parts")
+    parser.add_argument("--p1-seeds", type=int, default=None, help=f"part 1 seeds per side (default {P1_SEEDS})")
     parser.add_argument("--out", default=None)
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args(argv)
@@ -520,11 +521,15 @@ def main(argv=None) -> None:
     p1_updates, p1_seeds, p2_calls, p2_seeds, p2_algorithms = P1_UPDATES, P1_SEEDS, P2_CALLS, P2_SEEDS, P2_ALGORITHMS
     if args.quick:
         p1_updates, p1_seeds, p2_calls, p2_seeds, p2_algorithms = 2, 1, 2, 2, ("dr", "accel")
+    if args.p1_seeds:
+        p1_seeds = args.p1_seeds
     path = (
         pathlib.Path(args.out) if args.out else harness.RESULTS_DIR / ("ued_maze_quick.json" if args.quick else "ued_maze.json")
     )
     record = load(path, args.fresh)
     record.setdefault("loads", [])
+    # a run split under a shared lock is several commands: keep them all (the header keeps the last)
+    record.setdefault("commands", []).append("python " + " ".join(sys.argv))
     wanted = (lambda key: True) if args.only is None else (lambda key: key in args.only)
 
     if args.part in ("1", "all"):
@@ -582,7 +587,7 @@ def main(argv=None) -> None:
                     out = run(sys.executable, "ajax_tune_ued_maze.py", {"config": config, "calls": calls}, args.timeout)
                 part["units"][key] = out
                 record["loads"].append({"unit": key, "load_average_at_end": out["load_average_at_end"]})
-                part["summary"] = p1_summary(part["units"], p1_updates)
+                part["summary"] = p1_summary(part["units"], p1_updates, p1_seeds)
                 save(path, record)
 
     if args.part in ("2", "all"):
