@@ -37,6 +37,7 @@ import argparse
 import copy
 import json
 import pathlib
+import shlex
 import statistics
 import subprocess
 import sys
@@ -529,7 +530,7 @@ def main(argv=None) -> None:
     record = load(path, args.fresh)
     record.setdefault("loads", [])
     # a run split under a shared lock is several commands: keep them all (the header keeps the last)
-    record.setdefault("commands", []).append("python " + " ".join(sys.argv))
+    record.setdefault("commands", []).append("python " + " ".join(shlex.quote(harness._relative(a)) for a in sys.argv))
     wanted = (lambda key: True) if args.only is None else (lambda key: key in args.only)
 
     if args.part in ("1", "all"):
