@@ -1,0 +1,46 @@
+"""benchmarks/ued_maze.py's set-up, checked without running it: our trial still matches the
+flags it gives JaxUED's maze_plr.py, its held-out 7 x 7 mazes are valid and solvable, and its
+part-2 configs pass the config check for every algorithm."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+pytest.importorskip("jaxued")
+
+BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import ued_maze
+
+        yield ued_maze
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+
+def test_part1_trial_matches_peer_flags(bench):
+    assert bench.check_p1_settings(bench.p1_config("accel", 3, 40)) == []
+
+
+def test_heldout_mazes_are_solvable_levels(bench):
+    from ajax_tune.envs.jaxued_adapter import MazeEnv, parse_maze
+
+    env = MazeEnv(height=7, width=7, n_walls=12, max_episode_steps=64)
+    for name, text in bench.HELDOUT_7X7.items():
+        level = parse_maze(text.strip("\n"))
+        env.validate_task(level)
+        assert bench.shortest_path(level["wall_map"], level["agent_pos"], level["goal_pos"]) is not None, name
+
+
+@pytest.mark.parametrize("algorithm", ["dr", "plr", "robust_plr", "accel", "sfl"])
+def test_part2_configs_check(bench, algorithm):
+    from ajax_tune import Runner
+
+    Runner.check(bench.p2_config(algorithm, 4, 16))
