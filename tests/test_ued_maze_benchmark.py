@@ -9,7 +9,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("jaxued")
+from tests.support.helpers import import_extra
+
+import_extra("jaxued", extra="ued")
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parent.parent / "benchmarks"
 

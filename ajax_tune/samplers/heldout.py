@@ -116,8 +116,8 @@ class HeldOut:
         if self.named is not None:
             names, _ = self._named(env)
             return names
-        if self.generated and getattr(env, "generate_level", None) is None:
-            raise ConfigError(f"heldout.generated needs an env that generates levels (generate_level); {env.name} does not")
+        if self.generated:
+            _generator(env)
         return tuple(str(i) for i in range(self.count))
 
     def _named(self, env) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
@@ -157,11 +157,16 @@ class HeldOut:
 
     def _generated(self, env) -> dict[str, np.ndarray]:
         """`count` levels from the env's own generator, from `seed`: the same set in every trial."""
-        generate = getattr(env, "generate_level", None)
-        if generate is None:
-            raise ConfigError(f"heldout.generated needs an env that generates levels (generate_level); {env.name} does not")
         import jax
 
         keys = jax.random.split(jax.random.key(self.seed), self.count)
-        levels = jax.jit(jax.vmap(generate))(keys)
+        levels = jax.jit(jax.vmap(_generator(env)))(keys)
         return {k: np.asarray(v) for k, v in levels.items()}
+
+
+def _generator(env):
+    """The env's level generator, or the one line saying it has none."""
+    generate = getattr(env, "generate_level", None)
+    if generate is None:
+        raise ConfigError(f"heldout.generated needs an env that generates levels (generate_level); {env.name} does not")
+    return generate
