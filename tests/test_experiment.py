@@ -12,7 +12,7 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from ajax_tune.errors import ConfigError
 from ajax_tune.spaces import parse_spaces
-from ajax_tune.tune.choices import CHOICES, TuneChoice, build_scheduler, build_searcher, to_tune_mutations
+from ajax_tune.tune.choices import CHOICES, KeepInBounds, TuneChoice, build_scheduler, build_searcher, to_tune_mutations
 from ajax_tune.tune.experiment import Experiment
 
 TRIAL = {"env": {"name": "corridor"}, "agent": {"num_envs": 8, "unroll_length": 16}, "train": {"timesteps_per_iteration": 128}}
@@ -119,6 +119,15 @@ def test_schedulers_with_options():
     mutations = to_tune_mutations(parse_spaces({"agent": {"lr": lr, "ent_coef": [0.0, 0.01]}}))
     assert mutations["agent"]["lr"]["kind"] == ["constant", "linear"] and mutations["agent"]["ent_coef"] == [0.0, 0.01]
     assert isinstance(mutations["agent"]["lr"]["peak"], tune.search.sample.Float)
+    # Tune multiplies a domain's value by 0.8 or 1.2 and never clips: ajax_tune clips it back
+    keep = build_scheduler(
+        experiment(scheduler={"name": "pbt", "hyperparam_mutations": {"agent": {"gamma": {"uniform": [0.95, 0.999]}}}}).tune
+    )._custom_explore_fn
+    assert keep({"agent": {"gamma": 1.14}, "train": {}}) == {"agent": {"gamma": 0.999}, "train": {}}
+    assert keep({"agent": {"gamma": 0.97}})["agent"] == {"gamma": 0.97}
+    whole = KeepInBounds.of(parse_spaces({"n": {"randint": [1, 4]}}))  # randint's high is excluded
+    assert whole({"n": 5.4}) == {"n": 3} and whole({"n": 0.2}) == {"n": 1}
+    pickle.dumps(keep)  # Tune saves the scheduler with the experiment
     # Ray's own create_scheduler drops an unknown keyword silently; here it is an error
     message = r"scheduler \(asha\): unknown option 'grace_perod'; did you mean 'grace_period'"
     with pytest.raises(ConfigError, match=message):

@@ -434,3 +434,16 @@ def test_constants_a_searcher_repeats_stay_out_of_a_members_override():
     whole = {**space, "agent": {**space["agent"], "lr": 2e-3, "hidden_sizes": (32, 32)}}  # as HyperOpt suggests
     searcher, _ = wrapped([whole], size=1, space=space)
     assert searcher.suggest("a")["population"]["members"] == [{"agent": {"lr": 2e-3}}]
+
+
+def test_a_trial_keeps_the_spaces_constants_whatever_the_searcher_suggests():
+    # Optuna suggests only what it draws, and the Tuner gets no param_space to merge the rest
+    # from: the trial must still run the space's env, network and horizon (it ran cartpole's
+    # defaults on acrobot's search before)
+    space = cartpole_trial(lr={"loguniform": [1e-4, 1e-2]})
+    space["env"] = {"name": "gymnax/Acrobot-v1"}
+    searcher, _ = wrapped([{"agent": {"lr": 2e-3}}, {"agent": {"lr": 3e-3}}], size=2, space=space)
+    config = searcher.suggest("a")
+    assert config["env"] == {"name": "gymnax/Acrobot-v1"}
+    assert config["train"] == space["train"] and config["agent"]["lr"] == 2e-3
+    assert config["population"]["members"] == [{"agent": {"lr": 2e-3}}, {"agent": {"lr": 3e-3}}]

@@ -187,6 +187,8 @@ def build_choice(kind: str, spec: Mapping, section: TuneSection):
         if key in kwargs:
             parsed = parse_spaces(kwargs[key], f"tune.{kind}.{key}")
             kwargs[key] = to_tune_mutations(parsed) if choice.choices_as_lists else to_tune(parsed)
+            if choice.choices_as_lists and "custom_explore_fn" in accepted and "custom_explore_fn" not in kwargs:
+                kwargs["custom_explore_fn"] = KeepInBounds.of(parsed)
     if choice.seed:
         kwargs.setdefault(choice.seed, section.seed)
     if choice.concurrency and section.max_concurrent_trials:
@@ -207,6 +209,43 @@ def to_tune_mutations(space: Any) -> Any:
         return DESCEND
 
     return map_spaces(space, one)
+
+
+class KeepInBounds:
+    """Tune PBT's `custom_explore_fn`: each numeric mutation clipped back into its domain's
+    `[low, high]`. Tune perturbs a domain's value by multiplying it (0.8 or 1.2) and never
+    clips, so a `gamma: {uniform: [0.95, 0.999]}` left 1.0 at the second exploit and the trial
+    failed on `agent.gamma must be <= 1.0`; the in-trial PBT (`population.pbt`) clips the same
+    way. A plain class, so that Tune can pickle the scheduler with the experiment."""
+
+    def __init__(self, bounds: list[tuple[tuple, float, float, bool]]):
+        self.bounds = bounds  # (path, low, high, whole numbers)
+
+    @classmethod
+    def of(cls, space: Any) -> KeepInBounds:
+        bounds = []
+
+        def walk(node, path):
+            if isinstance(node, Domain):
+                if node.kind in ("uniform", "loguniform", "quniform", "qloguniform", "randint"):
+                    high = node.args[1] - 1 if node.kind == "randint" else node.args[1]  # randint's high is excluded
+                    bounds.append((path, node.args[0], high, node.kind == "randint"))
+            elif isinstance(node, Mapping):
+                for key, value in node.items():
+                    walk(value, (*path, key))
+
+        walk(space, ())
+        return cls(bounds)
+
+    def __call__(self, config: dict) -> dict:
+        for path, low, high, whole in self.bounds:
+            node = config
+            for key in path[:-1]:
+                node = node.get(key) if isinstance(node, Mapping) else None
+            if isinstance(node, dict) and isinstance(node.get(path[-1]), (int, float)):
+                value = min(max(node[path[-1]], low), high)
+                node[path[-1]] = int(round(value)) if whole else value
+        return config
 
 
 def missing_package(where: str, choice: TuneChoice) -> str:

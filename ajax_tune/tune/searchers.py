@@ -100,6 +100,24 @@ def searched_part(suggestion: Mapping, space: Any) -> dict:
     return out
 
 
+def constants(space: Any) -> Any:
+    """The search space without its domains (Tune's, and `grid_search`): what every trial of
+    the search runs with whatever is drawn. A mapping left empty is dropped."""
+    from ray.tune.search.sample import Domain as TuneDomain
+
+    out = {}
+    for key, value in space.items():
+        if isinstance(value, TuneDomain) or (isinstance(value, Mapping) and "grid_search" in value):
+            continue
+        if isinstance(value, Mapping):
+            inner = constants(value)
+            if inner or not value:
+                out[key] = inner
+            continue
+        out[key] = copy.deepcopy(value)
+    return out
+
+
 def _plain(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=repr)
 
@@ -318,7 +336,10 @@ class PopulationSearcher(Searcher):
     def _trial_config(self, group: list[_Pending]) -> dict:
         """The trial's config: the group's static part, the first member's values as the base
         (so every searched key is set), and the members selected by the searcher's metric."""
-        config = merge(group[0].shared, group[0].member)
+        # the space's constants first (the env, the network, the horizon): a searcher suggests
+        # only what it draws (Optuna) or has them stripped (`searched_part`), and the Tuner gets
+        # no param_space to merge them from; without them a trial ran the defaults (cartpole)
+        config = merge(merge(constants(self._space or {}), group[0].shared), group[0].member)
         select = {key: value for key, value in (("metric", self.metric), ("mode", self.mode)) if value}
         config["population"] = {"members": [copy.deepcopy(p.member) for p in group], **({"select": select} if select else {})}
         return config
