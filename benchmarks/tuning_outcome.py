@@ -23,7 +23,9 @@ wall-clock budget (`tune.time_budget_s`):
   the searcher's suggestions as members;
 - `population_pbt`: one population trial of 16 members drawn from the same space, on all the
   CPUs, with PBT inside the trial (`population.pbt`, every 2 calls), its horizon stretched to the
-  budget.
+  budget;
+- `population_pbt_cover`: the same, its 16 members drawn stratified over the space
+  (`population.draw: stratified`, a Latin hypercube) instead of independently.
 
 Tuning and test seeds are kept apart (Eimer et al., 2023): trials train and evaluate with
 `train.seed` 0 (every config of every tuner: common random numbers), and the tuners see only those
@@ -89,7 +91,7 @@ TASKS = {
     "breakout": {"config": "outcome_breakout.yaml", "lane_steps_per_s": 25_000},
     "pendulum": {"config": "outcome_pendulum.yaml", "lane_steps_per_s": 1_200},
 }
-TUNERS = ("random", "asha", "pbt", "population_tpe", "population_pbt")
+TUNERS = ("random", "asha", "pbt", "population_tpe", "population_pbt", "population_pbt_cover")
 SEPARATE = ("random", "asha", "pbt")  # separate-trial tuners: the best of them sets the target
 TEST_SEEDS = (1_000_003, 1_000_033, 1_000_037)  # never a train.seed (those stay below 1000)
 TRAIN_SEED_LIMIT = 1000
@@ -204,13 +206,14 @@ def experiment_for(task: str, tuner: str, s: dict) -> dict:
     elif tuner == "population_tpe":
         k = s["population_size"]
         tune.update(search={"name": "optuna"}, population=k, num_samples=k * 1000, max_concurrent_trials=cpus)
-    elif tuner == "population_pbt":
+    elif tuner in ("population_pbt", "population_pbt_cover"):
         k = s["pbt_members"]
         trial = fixed
         trial["resources"] = {"cpu": cpus}
         trial["population"] = {
             "size": k,
             "seed": 0,
+            "draw": "stratified" if tuner == "population_pbt_cover" else "random",
             "space": space,
             "pbt": {
                 "interval": s["pbt_interval"],

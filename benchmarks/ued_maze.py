@@ -310,6 +310,52 @@ def posthoc_levels() -> tuple[dict, dict]:
     return tasks, facts
 
 
+def buffer_facts(lanes: list[dict] | None, temperature: float = 0.3) -> dict | None:
+    """What the level buffers held at the end, over every seed's buffer: how many levels, the
+    share that cannot be solved, shortest paths of the rest, scores of both kinds, and the share
+    of rank-prioritised replay weight ((1/rank)^(1/T), staleness left out) on unsolvable levels."""
+    import numpy as np
+
+    if not lanes:
+        return None
+    sizes, unsolvable, paths, scores_solvable, scores_unsolvable, weight_unsolvable, top_unsolvable = ([] for _ in range(7))
+    for lane in lanes:
+        slots = lane["slots"]
+        sizes.append(lane["size"])
+        if not slots:
+            continue
+        lengths = [
+            shortest_path([[c == "1" for c in row] for row in s["wall_rows"]], s["agent_pos"], s["goal_pos"]) for s in slots
+        ]
+        bad = np.array([n is None for n in lengths])
+        score = np.array([s["score"] for s in slots], np.float64)
+        unsolvable.append(float(bad.mean()))
+        paths += [n for n in lengths if n is not None]
+        scores_solvable += score[~bad & np.isfinite(score)].tolist()
+        scores_unsolvable += score[bad & np.isfinite(score)].tolist()
+        order = np.argsort(-np.where(np.isfinite(score), score, -np.inf), kind="stable")
+        rank = np.empty(len(score))
+        rank[order] = np.arange(1, len(score) + 1)
+        w = (1.0 / rank) ** (1.0 / temperature)
+        weight_unsolvable.append(float(w[bad].sum() / w.sum()))
+        top = order[: max(1, len(order) // 10)]
+        top_unsolvable.append(float(bad[top].mean()))
+
+    def mean(values):
+        return round(float(np.mean(values)), 4) if values else None
+
+    return {
+        "size_per_seed": sizes,
+        "unsolvable_share_per_seed": [round(v, 4) for v in unsolvable],
+        "unsolvable_share_of_top_tenth_by_score_per_seed": [round(v, 4) for v in top_unsolvable],
+        "unsolvable_share_of_rank_weight_per_seed": [round(v, 4) for v in weight_unsolvable],
+        "shortest_path_solvable_mean": mean(paths),
+        "shortest_path_solvable_quantiles_50_90_max": [float(np.quantile(paths, q)) for q in (0.5, 0.9, 1.0)] if paths else None,
+        "score_mean_solvable": mean(scores_solvable),
+        "score_mean_unsolvable": mean(scores_unsolvable),
+    }
+
+
 # -- running units ------------------------------------------------------------------------
 
 
@@ -435,6 +481,9 @@ def p2_summary(units: dict) -> dict:
             "wall_s": u["run_s"],
             "compile_s": u["compile_s"],
             "env_steps": calls[-1].get("env_steps"),
+            # SFL's scoring episodes, outside env_steps: its env interaction is the sum
+            "scoring_env_steps": calls[-1].get("ued/scoring_env_steps"),
+            "buffer_at_end": u.get("buffer_facts"),
             "gradient_updates_per_seed": grad_updates[-1],
             "gradient_updates_cumulative": grad_updates,
             "replay_share_per_call": [c.get("ued/replay") for c in calls],
@@ -619,9 +668,10 @@ def main(argv=None) -> None:
             out = run(
                 sys.executable,
                 "ajax_tune_ued_maze.py",
-                {"config": p2_config(algorithm, p2_seeds, p2_calls), "calls": p2_calls, "posthoc": spec},
+                {"config": p2_config(algorithm, p2_seeds, p2_calls), "calls": p2_calls, "posthoc": spec, "buffer": True},
                 args.timeout,
             )
+            out["buffer_facts"] = buffer_facts(out.pop("buffer", None))
             part["units"][key] = out
             record["loads"].append({"unit": key, "load_average_at_end": out["load_average_at_end"]})
             part["summary"] = p2_summary(part["units"])

@@ -6,6 +6,7 @@ reduction elsewhere) and the evaluation returns are equal.
 """
 
 import math
+import re
 
 import jax
 import numpy as np
@@ -16,8 +17,10 @@ from ajax_tune import compat
 from ajax_tune.cli import main
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.population.results import best_member, reduce
+from ajax_tune.population.spec import draw_stratified
 from ajax_tune.results import keys as K
 from ajax_tune.runner import Runner
+from ajax_tune.spaces import parse_spaces
 from tests.support.helpers import (
     assert_refused_before_compiling,
     assert_trees_equal,
@@ -263,6 +266,47 @@ def test_draws_are_seeded_and_within_their_space():
     # the drawn members are written out, so a checkpoint's config rebuilds the same population
     cfg = Config.from_dict(corridor_config(population={"size": 5, "space": space, "seed": 0}))
     assert Config.from_dict(cfg.to_dict()) == cfg
+
+
+def test_stratified_draws_cover_each_setting_one_stratum_per_member():
+    space = {
+        "agent": {
+            "lr": {"peak": {"loguniform": [1e-4, 1e-2]}},
+            "ent_coef": {"uniform": [0.0, 0.04]},
+            "gamma": {"choice": [0.9, 0.99]},
+        }
+    }
+
+    def members(seed, draw="stratified", size=8):
+        population = {"size": size, "space": space, "seed": seed, "draw": draw}
+        return Config.from_dict(corridor_config(population=population)).members
+
+    drawn = members(0)
+    strata = lambda values, lo, hi: sorted(int(v) for v in (np.asarray(values) - lo) / (hi - lo) * 8)  # noqa: E731
+    assert strata(np.log([m.agent.lr.peak for m in drawn]), np.log(1e-4), np.log(1e-2)) == list(range(8))
+    assert strata([m.agent.ent_coef for m in drawn], 0.0, 0.04) == list(range(8))
+    assert sorted(m.agent.gamma for m in drawn) == [0.9] * 4 + [0.99] * 4
+    ints = draw_stratified(parse_spaces({"k": {"randint": [1, 9]}}), np.random.default_rng(0), 8)
+    assert sorted(m["k"] for m in ints) == list(range(1, 9))
+    # seeded, and the strata are paired across settings by the seed
+    assert [m.agent for m in members(0)] == [m.agent for m in drawn] != [m.agent for m in members(1)]
+    # independent draws of the same size usually leave strata empty: this seed does
+    assert strata(np.log([m.agent.lr.peak for m in members(0, "random")]), np.log(1e-4), np.log(1e-2)) != list(range(8))
+    # a choice taken in turn when the size does not divide: each option 3 or 4 times of 7
+    counts = [sum(m.agent.gamma == g for m in members(3, size=7)) for g in (0.9, 0.99)]
+    assert sorted(counts) == [3, 4]
+
+
+@pytest.mark.parametrize(
+    "population, message",
+    [
+        ({"size": 4, "draw": "sobol"}, "population.draw must be one of ['random', 'stratified'], got 'sobol'"),
+        ({"members": [{}], "draw": "stratified"}, "give members or size (with space, seed and draw), not both"),
+    ],
+)
+def test_a_bad_draw_is_refused_in_one_line(population, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        Config.from_dict(corridor_config(population=population))
 
 
 def test_without_a_space_members_are_copies_and_a_population_of_one_is_a_single_run():

@@ -34,8 +34,9 @@ def test_every_tuners_experiment_on_every_task_is_accepted_and_trains_on_a_tunin
             Experiment.from_dict(raw)  # refuses what `ajax-tune run` would
             assert raw["tune"]["time_budget_s"] == settings["budget_s"]
             assert 0 <= raw["trial"]["train"].get("seed", 0) < bench.TRAIN_SEED_LIMIT <= min(bench.TEST_SEEDS)
-            if tuner == "population_pbt":
+            if tuner.startswith("population_pbt"):
                 assert raw["trial"]["population"]["size"] == settings["pbt_members"]
+                assert raw["trial"]["population"]["draw"] == ("stratified" if tuner.endswith("cover") else "random")
                 assert raw["trial"]["resources"]["cpu"] == 2
 
 

@@ -169,10 +169,16 @@ def test_dr_and_sfl_train_without_recompiling(algorithm):
     runner = Runner(ued_config(algorithm, sfl_levels=8, sfl_keep=4, sfl_rollouts=2, sfl_every=2))
     results = [runner.train() for _ in range(2)]
     assert [r["perf/compilations"] for r in results] == [1, 1]
+    scoring = [r["ued/scoring_env_steps"] for r in results]
     if algorithm == "sfl":
         assert results[-1]["ued/buffer_size"] == 4 and results[-1]["ued/replay"] == 1.0
+        # 8 updates, a refresh every 2: 4 refreshes of 8 levels x 2 episodes of 1 to 16 steps,
+        # counted apart from the env steps the agent trains on
+        assert 4 * 8 * 2 <= scoring[-1] <= 4 * 8 * 2 * 16 and 0 < scoring[0] < scoring[-1]
+        assert results[-1]["env_steps"] == 2 * 4 * 16 * 4
     else:
         assert results[-1]["ued/buffer_size"] == 0 and results[-1]["ued/replay"] == 0.0
+        assert scoring == [0.0, 0.0]
 
 
 @pytest.mark.parametrize(

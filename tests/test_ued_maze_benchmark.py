@@ -46,3 +46,29 @@ def test_part2_configs_check(bench, algorithm):
     from ajax_tune import Runner
 
     Runner.check(bench.p2_config(algorithm, 4, 16))
+
+
+def test_buffer_facts_find_unsolvable_levels_and_their_replay_weight(bench):
+    open_row, wall_row = "000", "111"
+    solvable = {"wall_rows": [open_row, wall_row, wall_row], "agent_pos": [0, 0], "goal_pos": [2, 0]}
+    walled_in = {"wall_rows": ["010", wall_row, wall_row], "agent_pos": [0, 0], "goal_pos": [2, 0]}
+    lanes = [
+        {
+            "size": 3,
+            "slots": [
+                {**walled_in, "score": 0.9, "max_return": 0.0},
+                {**solvable, "score": 0.5, "max_return": 1.0},
+                {**solvable, "score": 0.1, "max_return": 1.0},
+            ],
+        },
+        {"size": 0, "slots": []},
+    ]
+    facts = bench.buffer_facts(lanes, temperature=1.0)
+    assert facts["size_per_seed"] == [3, 0]
+    assert facts["unsolvable_share_per_seed"] == [pytest.approx(1 / 3, abs=1e-4)]
+    # ranks 1, 2, 3 at T = 1 weigh 1, 1/2, 1/3: the top-scored, unsolvable level holds 6/11
+    assert facts["unsolvable_share_of_rank_weight_per_seed"] == [pytest.approx(6 / 11, abs=1e-4)]
+    assert facts["unsolvable_share_of_top_tenth_by_score_per_seed"] == [1.0]
+    assert facts["shortest_path_solvable_mean"] == 2.0
+    assert facts["score_mean_unsolvable"] == 0.9 and facts["score_mean_solvable"] == 0.3
+    assert bench.buffer_facts(None) is None

@@ -151,7 +151,11 @@ class TrainLoop:
         offline run, gradient updates (its env steps stay 0: it steps no env to train)."""
         done = self.config.timesteps_per_iteration * self.num_lanes
         if self.dataset is None:
-            return dict(zip(K.PROGRESS_KEYS, (self.timestep(state), self.useful_steps(state), done / elapsed), strict=True))
+            progress = dict(zip(K.PROGRESS_KEYS, (self.timestep(state), self.useful_steps(state), done / elapsed), strict=True))
+            if self.ued is not None:
+                scoring = float(np.mean(np.asarray(state.levels.scoring_steps, np.float64)))
+                progress.update(zip(K.UED_PROGRESS_KEYS, (scoring,), strict=True))
+            return progress
         return {
             **dict(zip(K.PROGRESS_KEYS, (0, 0.0, 0.0), strict=True)),
             **dict(zip(K.OFFLINE_KEYS, (self.timestep(state), done / elapsed), strict=True)),
@@ -159,7 +163,9 @@ class TrainLoop:
 
     def progress_keys(self) -> tuple[str, ...]:
         """The keys `progress` writes."""
-        return K.PROGRESS_KEYS if self.dataset is None else (*K.PROGRESS_KEYS, *K.OFFLINE_KEYS)
+        if self.dataset is not None:
+            return (*K.PROGRESS_KEYS, *K.OFFLINE_KEYS)
+        return (*K.PROGRESS_KEYS, *(K.UED_PROGRESS_KEYS if self.ued is not None else ()))
 
     def summarize(self, out: CallOutput) -> dict[str, float]:
         latest = (*self.agent.latest_metrics, *(UED_LATEST if self.ued is not None else ()))

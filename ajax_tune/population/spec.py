@@ -4,7 +4,10 @@ compiled program (lanes = members x seeds, members-major: lane = member * num_se
 The trial config's `population` section lists its members, each an override of the trial config
 (`{members: [{agent: {lr: {peak: 1e-3}}}, {agent: {ent_coef: 0.0}}]}`), or asks for `size` seeded
 draws from a search space written in the experiment's syntax (`{size: 8, space: {agent: {lr:
-{peak: {loguniform: [1e-4, 3e-3]}}}}, seed: 0}`). A member may change traced settings (the
+{peak: {loguniform: [1e-4, 3e-3]}}}}, seed: 0}`); `draw: stratified` spreads those draws so that they
+cover the space (each number's range cut into `size` equal strata, in log space for a log
+domain, one member per stratum, the strata paired across settings at random: a Latin
+hypercube; a choice's options taken in turn). A member may change traced settings (the
 agent's, `train.total_timesteps`) and `train.seed`; anything else is the population's, and a
 member that changes it is refused by name before anything is built. Each member's seeds are the
 seeds a single run of its config would use, so a member trains as that run would.
@@ -40,7 +43,9 @@ from ajax_tune.imports import did_you_mean
 from ajax_tune.schedules import KINDS, Schedule
 from ajax_tune.spaces import DESCEND, Domain, map_spaces, parse_spaces
 
-SECTION_KEYS = ("members", "size", "space", "seed", "select", "headline", "pbt")
+SECTION_KEYS = ("members", "size", "space", "seed", "draw", "select", "headline", "pbt")
+#: How `size` members are drawn from `space`: independently, or stratified so they cover it.
+DRAWS = ("random", "stratified")
 PBT_KEYS = ("interval", "quantile", "mutations", "resample_probability", "perturbation_factors", "seed")
 #: Distributions a number may be resampled from (and perturbed within); `choice` is a list.
 NUMBER_DOMAINS = ("uniform", "loguniform", "quniform", "qloguniform", "randint")
@@ -286,9 +291,9 @@ def setting_override(member, path: tuple[str, ...], value: Any, override: Mappin
 def _overrides(section: Mapping) -> list[dict]:
     """Each member's override: the listed ones, or `size` draws of `space` seeded by `seed`."""
     if "members" in section:
-        extra = sorted({"size", "space", "seed"} & set(section))
+        extra = sorted({"size", "space", "seed", "draw"} & set(section))
         if extra:
-            raise ConfigError(f"population: give members or size (with space and seed), not both; got members and {extra}")
+            raise ConfigError(f"population: give members or size (with space, seed and draw), not both; got members and {extra}")
         members = section["members"]
         if not isinstance(members, (list, tuple)):
             raise ConfigError(f"population.members must be a list of overrides of the trial config, got {members!r}")
@@ -308,8 +313,13 @@ def _overrides(section: Mapping) -> list[dict]:
     space = section.get("space") or {}
     if not isinstance(space, Mapping):
         raise ConfigError(f"population.space must be a mapping shaped like the trial config, got {space!r}")
+    how = section.get("draw", "random")
+    if how not in DRAWS:
+        raise ConfigError(f"population.draw must be one of {list(DRAWS)}, got {how!r}{did_you_mean(str(how), DRAWS)}")
     space = parse_spaces(copy.deepcopy(dict(space)), "population.space")
     rng = np.random.default_rng(seed)
+    if how == "stratified":
+        return draw_stratified(space, rng, size)
     return [draw(space, rng) for _ in range(size)]
 
 
@@ -320,6 +330,57 @@ def draw(space: Any, rng: np.random.Generator) -> Any:
         return draw_domain(node, rng, where) if isinstance(node, Domain) else DESCEND
 
     return map_spaces(space, one, "population.space")
+
+
+def draw_stratified(space: Any, rng: np.random.Generator, size: int) -> list[Any]:
+    """`size` samples of `space` that cover it: per domain, one value from each of `size` equal
+    strata of its range (log range for a log domain), the strata given to members in a random
+    order of their own (a Latin hypercube over the domains); a choice's options in turn (each
+    taken `size // len(options)` or one more times), in a random order."""
+    columns: list[_Column] = []
+
+    def column(node, where):
+        if not isinstance(node, Domain):
+            return DESCEND
+        columns.append(_Column(_stratified_column(node, rng, size, where)))
+        return columns[-1]
+
+    laid_out = map_spaces(space, column, "population.space")
+
+    def member(i: int):
+        return map_spaces(laid_out, lambda node, _: node.values[i] if isinstance(node, _Column) else DESCEND)
+
+    return [member(i) for i in range(size)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Column:
+    """One domain's stratified values, one per member, while the members are laid out."""
+
+    values: list
+
+
+def _stratified_column(domain: Domain, rng: np.random.Generator, size: int, where: str) -> list:
+    kind, args = domain.kind, domain.args
+    if kind == "grid":
+        raise ConfigError(f"{where}: {{grid: ...}} is not a draw; list the members instead (population.members)")
+    order = rng.permutation(size)
+    if kind == "choice":
+        return [copy.deepcopy(args[k % len(args)]) for k in order]
+    # stratum k of [0, 1): a uniform point inside it, the strata in a random order
+    u = (order + rng.uniform(size=size)) / size
+    if kind == "randint":
+        low, high = int(args[0]), int(args[1])
+        return [int(min(high - 1, low + math.floor(x * (high - low)))) for x in u]
+    low, high = float(args[0]), float(args[1])
+    if "log" in kind:
+        values = [math.exp(math.log(low) + x * (math.log(high) - math.log(low))) for x in u]
+    else:
+        values = [low + x * (high - low) for x in u]
+    if kind.startswith("q"):
+        q = float(args[2])
+        values = [round(v / q) * q for v in values]
+    return [float(v) for v in values]
 
 
 def draw_domain(domain: Domain, rng: np.random.Generator, where: str) -> Any:

@@ -20,6 +20,10 @@ RUNNER_KEYS = ("timesteps_this_iter", *PROGRESS_KEYS, "perf/call_s", "perf/compi
 #: stay 0: it steps no env to train).
 OFFLINE_KEYS = ("gradient_steps", "perf/gradient_steps_per_s")
 
+#: What a level algorithm (`ued`) adds: env steps spent scoring levels outside training (SFL's
+#: scoring episodes; 0 for the others), since the run began, the mean over lanes.
+UED_PROGRESS_KEYS = ("ued/scoring_env_steps",)
+
 #: What Ray Tune adds to every result of a class trainable that reports `timesteps_this_iter`
 #: (named here so the core can check a stop condition on them without importing Ray).
 TUNE_KEYS = (

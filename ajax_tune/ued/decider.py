@@ -14,7 +14,9 @@ level), lets the agent learn from it or not, and hands the decider the levels' s
   `edits` times by the env's mutator; the edited levels are scored and offered to the buffer.
 - `sfl`: every `sfl_every` updates, `sfl_levels` fresh levels are played `sfl_rollouts` times
   each with the sampling policy and the `sfl_keep` most learnable (p (1 - p)) are kept; each
-  rollout draws a share `sfl_fraction` of its envs' levels from those, the rest fresh.
+  rollout draws a share `sfl_fraction` of its envs' levels from those, the rest fresh. The
+  scoring episodes' env steps are counted apart (`UEDState.scoring_steps`, reported as
+  `ued/scoring_env_steps`): `env_steps` counts the steps the agent trains on.
 
 One decision per lane and rollout, for all its envs (as JaxUED's): every lane's program holds
 every branch its algorithm may take, selected with `lax.switch`, so a decision never compiles
@@ -50,6 +52,7 @@ class UEDState:
     last: Any  # the levels of the last rollout, [num_envs] (ACCEL edits them after a replay)
     mutate_next: jax.Array  # bool: ACCEL's next rollout edits `last`
     hp: Any  # the traced settings (UEDHparams)
+    scoring_steps: jax.Array  # int32: env steps of SFL's scoring episodes since the run began (not in `env_steps`)
 
 
 @struct.dataclass
@@ -79,7 +82,13 @@ class Decider:
         cfg = self.config
         capacity = cfg.sfl_keep if cfg.algorithm == "sfl" else cfg.buffer_size if cfg.prioritised else 1
         last = jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_envs, *jnp.shape(x))), task)
-        return UEDState(buffer=B.empty(task, capacity), last=last, mutate_next=jnp.zeros((), jnp.bool_), hp=init_hparams(cfg))
+        return UEDState(
+            buffer=B.empty(task, capacity),
+            last=last,
+            mutate_next=jnp.zeros((), jnp.bool_),
+            hp=init_hparams(cfg),
+            scoring_steps=jnp.zeros((), jnp.int32),
+        )
 
     # -- before the rollout --------------------------------------------------------------
 
@@ -126,14 +135,19 @@ class Decider:
             )
             score = S.learnability(jnp.mean(jnp.nan_to_num(rows["eval/success"]), axis=-1))
             _, top = jax.lax.top_k(score, cfg.sfl_keep)
-            return buf.replace(
+            kept = buf.replace(
                 levels=jax.tree.map(lambda x: x[top], candidates),
                 scores=score[top],
                 size=jnp.int32(cfg.sfl_keep),
                 clock=buf.clock + 1,
             )
+            # the scoring episodes' own steps: env interaction the training steps do not count
+            return kept, jnp.sum(rows["eval/length"]).astype(jnp.int32)
 
-        buf = jax.lax.cond(iteration % cfg.sfl_every == 0, refresh, lambda buf: buf, state.buffer)
+        buf, scored = jax.lax.cond(
+            iteration % cfg.sfl_every == 0, refresh, lambda buf: (buf, jnp.zeros((), jnp.int32)), state.buffer
+        )
+        state = state.replace(scoring_steps=state.scoring_steps + scored)
         picks = jax.random.randint(k_pick, (self.num_envs,), 0, cfg.sfl_keep)
         kept = jnp.arange(self.num_envs) < jnp.round(hp.sfl_fraction * self.num_envs)
         levels = jax.tree.map(lambda k, f: jnp.where(kept.reshape(-1, *([1] * (f.ndim - 1))), k[picks], f), buf.levels, fresh)

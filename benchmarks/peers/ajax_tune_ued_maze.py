@@ -93,6 +93,32 @@ def summarise(success: np.ndarray, groups: dict) -> dict:
     return out
 
 
+def buffer_contents(runner: Runner) -> list[dict] | None:
+    """What each lane's level buffer holds at the end: every filled slot's maze (wall rows as
+    '0'/'1' strings, agent and goal positions), its score and its best return so far."""
+    levels = runner.state.levels
+    if levels is None:
+        return None
+    buf = jax.device_get(levels.buffer)
+    lanes = []
+    for lane in range(np.asarray(buf.size).shape[0]):
+        size = int(np.asarray(buf.size)[lane])
+        slots = []
+        for i in range(size):
+            walls = np.asarray(buf.levels["wall_map"][lane, i])
+            slots.append(
+                {
+                    "wall_rows": ["".join("1" if c else "0" for c in row) for row in walls],
+                    "agent_pos": np.asarray(buf.levels["agent_pos"][lane, i]).tolist(),
+                    "goal_pos": np.asarray(buf.levels["goal_pos"][lane, i]).tolist(),
+                    "score": float(np.asarray(buf.scores)[lane, i]),
+                    "max_return": float(np.asarray(buf.max_returns)[lane, i]),
+                }
+            )
+        lanes.append({"size": size, "slots": slots})
+    return lanes
+
+
 def main() -> None:
     settings = protocol.settings()
     runner = Runner(settings["config"])
@@ -139,6 +165,7 @@ def main() -> None:
         "process_to_end_s": round(time.perf_counter() - T0, 3),
         "calls": calls,
         "posthoc": posthoc,
+        "buffer": buffer_contents(runner) if settings.get("buffer") else None,
         "versions": protocol.versions("jax", "jaxlib", "flax", "optax", "ajax-tune", "jaxued"),
     }
     print("RESULT " + json.dumps(out), flush=True)
