@@ -364,6 +364,12 @@ def grid_sizes(space: dict) -> list[int]:
     return [len(domain.categories) for _, domain in grid]
 
 
+def is_tune_domain(value: Any) -> bool:
+    """Whether `value` is one of Tune's search-space domains (`tune.uniform(...)` and kin: a
+    `ray.tune.search.sample.Domain`)."""
+    return isinstance(value, _private("ray.tune.search.sample", "Domain", "ray"))
+
+
 def generate_variants(space: dict, constant_grid_search: bool, random_state: Any) -> list[dict]:
     """One pass of Tune's own variant generation over `space`: every grid point once, random
     domains drawn with `random_state`; each variant as Tune's flat {path tuple: value}."""

@@ -103,11 +103,9 @@ def searched_part(suggestion: Mapping, space: Any) -> dict:
 def constants(space: Any) -> Any:
     """The search space without its domains (Tune's, and `grid_search`): what every trial of
     the search runs with whatever is drawn. A mapping left empty is dropped."""
-    from ray.tune.search.sample import Domain as TuneDomain
-
     out = {}
     for key, value in space.items():
-        if isinstance(value, TuneDomain) or (isinstance(value, Mapping) and "grid_search" in value):
+        if compat.is_tune_domain(value) or (isinstance(value, Mapping) and "grid_search" in value):
             continue
         if isinstance(value, Mapping):
             inner = constants(value)
