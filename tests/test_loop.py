@@ -247,3 +247,29 @@ def test_init_has_no_batched_lapack_calls():
     state = loop.init(seed=0)
     kernels = np.asarray(state.agent.params["policy"]["params"]["Dense_1"]["kernel"])
     assert kernels.shape == (2, 64, 64) and not np.array_equal(kernels[0], kernels[1])
+
+
+def test_one_lane_keeps_its_decisions_as_branches_and_computes_what_a_vmap_does():
+    """A vmapped `lax.cond` on a per-lane predicate computes both branches (a select); a single
+    lane runs unbatched, so a skipped branch (robust PLR's update on a scoring-only rollout) is
+    not computed. Both give the same values."""
+    import jax.numpy as jnp
+
+    from ajax_tune.loop.program import over_lanes
+
+    def step(x, learn):
+        return jax.lax.cond(learn, lambda: jnp.sin(x) * 2.0, lambda: x), {"carry": None, "n": x.sum()}
+
+    def primitives(f, *args):
+        return {eqn.primitive.name for eqn in jax.make_jaxpr(f)(*args).jaxpr.eqns}
+
+    x = jnp.arange(6.0).reshape(2, 3)
+    learn = jnp.array([True, False])
+    assert "cond" in primitives(over_lanes(step, 1), x[:1], learn[:1])
+    assert "cond" not in primitives(over_lanes(step, 2), x, learn)  # both branches, then a select
+    for lane in range(2):
+        one = over_lanes(step, 1)(x[lane : lane + 1], learn[lane : lane + 1])
+        both = over_lanes(step, 2)(x, learn)
+        np.testing.assert_array_equal(one[0][0], both[0][lane])
+        assert one[1]["carry"] is None and one[1]["n"].shape == (1,)
+        np.testing.assert_array_equal(one[1]["n"][0], both[1]["n"][lane])

@@ -155,10 +155,11 @@ def make_program(
         iteration = state.iteration[0]
         timestep_now = (iteration * steps_per_update).astype(jnp.float32)
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
-        agent_state, env_state, carry, level_state, row, health, stats = jax.vmap(
+        agent_state, env_state, carry, level_state, row, health, stats = over_lanes(
             lambda agent_state, env_state, carry, level_state, key, stats, horizon: learn(
                 agent_state, env_state, carry, level_state, key, stats, Clock(timestep_now, horizon), iteration
-            )
+            ),
+            num_lanes,
         )(state.agent, state.env, state.carry, state.levels, keys[:, 1], stats, state.horizon)
         row = {**parts.evaluation_rows(state, agent_state, iteration, steps_per_update, lambda: keys[:, 2]), **row}
         new_state = state.replace(
@@ -173,6 +174,24 @@ def make_program(
         return (new_state, stats), (row, health)
 
     return parts.program(update, steps_per_update, recurrent=recurrent)
+
+
+def over_lanes(f: Callable, num_lanes: int) -> Callable:
+    """`f` over the lane axis of its arguments and results: `jax.vmap`, except for one lane,
+    where `f` runs on that lane's slice. A vmap turns every `lax.cond` and `lax.switch` whose
+    predicate is per lane into a select that computes all branches; run unbatched, a lane's
+    branches stay branches (robust PLR's scoring-only rollouts then skip the agent's update, and
+    an off-policy agent's warm-up skips its gradient steps), so a single-lane trial does only the
+    work its decisions ask for. Lanes of a population all compute every branch, as any SIMD
+    program must."""
+    if num_lanes > 1:
+        return jax.vmap(f)
+
+    def one_lane(*args):
+        out = f(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: x[None], out)
+
+    return one_lane
 
 
 class Parts:
