@@ -58,10 +58,17 @@ BEFORE_RAY_MODULES = {"test_bad_input.py"}  # asserts that nothing started Ray i
 
 def pytest_collection_modifyitems(config, items):
     """Mark `slow` every test that starts Ray (uses the `ray_session` fixture), spawns processes,
-    trains to a threshold (`learning`) or compiles fully optimised (`optimised`), so that
-    `pytest -m "not slow"` is the fast loop. Plain `pytest` runs everything."""
+    trains to a threshold (`learning`), compiles fully optimised (`optimised`) or compiles and
+    trains whole programs for seconds (`heavy`), so that `pytest -m "not slow"` is the fast loop.
+    Plain `pytest` runs everything."""
     for item in items:
-        if "ray_session" in getattr(item, "fixturenames", ()) or item.path.name in SLOW_MODULES or wants_full_build(item):
+        heavy = item.get_closest_marker("heavy") is not None
+        if (
+            "ray_session" in getattr(item, "fixturenames", ())
+            or item.path.name in SLOW_MODULES
+            or heavy
+            or wants_full_build(item)
+        ):
             item.add_marker(pytest.mark.slow)
     # The heaviest files first. Each xdist worker takes a whole file at a time (`--dist loadfile`),
     # so a long file handed out last runs alone at the end while the other core waits: in a cold

@@ -130,7 +130,8 @@ def test_every_config_is_covered():
     assert sorted(p.name for p in CONFIGS.glob("*.yaml")) == sorted(REDUCED)
 
 
-@pytest.mark.parametrize("name", sorted(REDUCED))
+# the suites dev cannot hold take seconds to import: their configs are checked in the slow tier
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.heavy) if n in NOT_IN_DEV else n for n in sorted(REDUCED)])
 def test_config_validates_as_shipped(name):
     if name in NOT_IN_DEV:
         import_extra(*NOT_IN_DEV[name], in_dev=False)

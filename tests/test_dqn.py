@@ -86,6 +86,7 @@ def test_split_run_with_restore_is_bit_identical_buffer_included(tmp_path):
     assert long_rows["replay/size"][0].tolist() == [min(UNROLL * i, 160) for i in range(1, 7)]
 
 
+@pytest.mark.heavy
 def test_no_recompilation_while_task_lr_tau_and_epsilon_change():
     loop = small_loop()
     state = loop.init()

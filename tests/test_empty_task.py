@@ -44,10 +44,12 @@ def trains_evaluates_saves_and_restores(name: str, tmp_path) -> dict:
     return second
 
 
+@pytest.mark.heavy
 def test_a_users_task_free_env_by_import_path_trains_evaluates_saves_and_restores(tmp_path):
     trains_evaluates_saves_and_restores("tests.support.custom_parts:coin", tmp_path)
 
 
+@pytest.mark.heavy
 def test_minatar_breakout_trains_evaluates_saves_and_restores(tmp_path):
     import_extra("gymnax", extra="gymnax")
     result = trains_evaluates_saves_and_restores("gymnax/Breakout-MinAtar", tmp_path)

@@ -44,6 +44,7 @@ def pendulum():
     return env, rollout, run
 
 
+@pytest.mark.heavy
 def test_spaces_and_jitted_rollout(pendulum):
     env, rollout, run = pendulum
     assert env.name == "brax/inverted_pendulum" and env.max_episode_steps == TIME_LIMIT

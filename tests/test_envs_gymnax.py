@@ -34,6 +34,7 @@ GYMNAX_IDS = ["CartPole-v1", "Acrobot-v1", "MountainCar-v0", "Pendulum-v1", "Bre
 
 
 @pytest.mark.parametrize("gymnax_id", GYMNAX_IDS)
+@pytest.mark.heavy
 def test_steps_exactly_as_gymnax_step_env(gymnax_id):
     """From the same state, key, action and params, our step is gymnax's `step_env`, bit for
     bit, at every state of a 64-step trajectory (which runs past terminations, unreset)."""

@@ -256,6 +256,7 @@ def runner():
     return Runner(config)
 
 
+@pytest.mark.heavy
 def test_ppo_with_the_conv_encoder_trains_and_reports_each_named_maze(runner):
     runner.train()
     second = runner.train()
@@ -365,6 +366,7 @@ def test_ppo_with_the_conv_encoder_learns_to_reach_goals_in_empty_mazes():
     assert second["eval/heldout/success_rate_mean"] >= 0.75, second["eval/heldout/success_rate_mean"]
 
 
+@pytest.mark.heavy
 def test_a_generated_heldout_set_reports_its_means_and_worst_tenth():
     """Many levels from the maze's own generator as the held-out set: the same levels in every
     trial (from `seed`), reported as means and the worst tenth, not a key per level."""

@@ -279,6 +279,7 @@ def test_killed_trial_finishes_exactly_and_the_best_checkpoint_survives(ray_sess
 # -- a diverged state -----------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_a_diverged_state_is_never_saved_and_never_evaluated(tmp_path, capsys, caplog):
     from ajax_tune.config import Config
 

@@ -106,6 +106,7 @@ def test_the_suites_fully_optimised_build_is_the_one_users_run():
     assert digest_of_three_calls() == users.stdout.strip()
 
 
+@pytest.mark.heavy
 def test_the_start_evaluation_runs_once_per_run_and_changes_no_training(tmp_path):
     """With `eval_at_start` the run's first call evaluates before its first update, and a restored
     run never again (the iteration is absolute). Its key is folded out of each seed's stream, not
@@ -135,6 +136,7 @@ def test_the_start_evaluation_runs_once_per_run_and_changes_no_training(tmp_path
         assert all(np.isnan(v).all() for v in out.start.values())
 
 
+@pytest.mark.heavy
 def test_no_recompilation_when_task_and_hyperparameters_change(tmp_path):
     loop = corridor_loop({"lr": LR})
     state = loop.init()

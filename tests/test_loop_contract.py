@@ -187,6 +187,7 @@ def test_nonfinite_state_is_flagged_with_the_timestep_it_started():
     assert loop.compilations == 1
 
 
+@pytest.mark.heavy
 def test_ppo_divergence_is_flagged():
     loop = corridor_loop({"lr": Schedule(kind="constant", peak=1e30)})
     state, out = loop.train(loop.init())

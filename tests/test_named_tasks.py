@@ -23,6 +23,7 @@ def config(env=None, **sections):
     return {"env": {"name": NAME, **(env or {})}, **TINY, **sections}
 
 
+@pytest.mark.heavy
 def test_a_name_is_a_task_wherever_a_task_is_written():
     env = make_env(NAME)
     assert env.validate_task("long")["length"] == 6 and env.validate_task("long")["walls"].shape == (4, 5)

@@ -155,6 +155,7 @@ def test_behaviour_cloning_takes_discrete_datasets_and_refuses_continuous_ones_f
 # -- the program -----------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_the_dataset_is_one_argument_shared_by_every_lane(dataset_dir):
     """The compiled program's arguments: the state (per lane) and the dataset once, whatever the
     number of seeds. Measured: with 1 and 4 seeds, argument bytes minus state bytes equal the
@@ -214,6 +215,7 @@ def test_split_runs_with_a_save_and_restore_are_bit_identical(dataset_dir, tmp_p
     assert saved["hash"] == datasets.read(dataset_dir).content_hash() and saved["path"] == str(dataset_dir)
 
 
+@pytest.mark.heavy
 def test_a_dataset_changed_since_the_checkpoint_is_refused_on_restore(dataset_dir, tmp_path):
     runner = Runner(offline_config(dataset_dir))
     runner.train()
@@ -226,6 +228,7 @@ def test_a_dataset_changed_since_the_checkpoint_is_refused_on_restore(dataset_di
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.heavy
 def test_traced_settings_change_without_recompiling(dataset_dir):
     runner = Runner(offline_config(dataset_dir, "iql"))
     runner.train()

@@ -34,6 +34,7 @@ def sac_checkpoint(tmp_path):
     return runner.save(tmp_path / "sac")
 
 
+@pytest.mark.heavy
 def test_collect_writes_a_dataset_and_refuses_bad_input_in_one_line(sac_checkpoint, tmp_path, capsys):
     out = tmp_path / "data"
     assert main(["collect", sac_checkpoint, "--steps", "1600", "--epsilon", "0.5", "--num-envs", "4", "--out", str(out)]) == 0

@@ -52,6 +52,7 @@ def test_a_minari_dataset_reads_as_transitions_of_its_episodes(local_minari):
     assert rows.source == {"minari": "pendulum/random-v0", "episodes": 2, "algorithm": "random"}
 
 
+@pytest.mark.heavy
 def test_a_minari_dataset_trains_offline_and_its_checkpoint_names_it(local_minari, tmp_path):
     config = {
         "env": {"name": "pendulum"},

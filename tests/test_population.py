@@ -180,6 +180,7 @@ def test_a_mean_headline_reports_the_members_means_of_the_same_run(trained):
     assert result["population/best_member"] == first["population/best_member"]
 
 
+@pytest.mark.heavy
 def test_save_restore_continues_bit_identically_and_rebuilds_the_population(trained, tmp_path):
     runner, _, _ = trained
     path = runner.save(tmp_path / "ckpt")
@@ -401,6 +402,7 @@ OFF_POLICY_MEMBER = {"agent": {"lr": 1e-3, "gamma": 0.9}, "train": {"total_times
 
 
 @pytest.mark.parametrize("name", sorted(OFF_POLICY))
+@pytest.mark.heavy
 def test_off_policy_members_train_as_their_single_runs(name):
     """Replay buffers, per-member horizons (DQN's epsilon follows its member's) and per-member seeds."""
     base = OFF_POLICY[name]

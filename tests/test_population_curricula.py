@@ -85,6 +85,7 @@ def run(tmp_path_factory):
     )
 
 
+@pytest.mark.heavy
 def test_one_curriculum_per_member_each_over_its_own_lanes(run):
     runner = run["runner"]
     assert len(runner.curricula) == 2 and runner.curriculum is runner.curricula[0]

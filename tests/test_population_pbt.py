@@ -105,6 +105,7 @@ def ppo_exploited():
     return runner, result, host(twin.state), twin_result
 
 
+@pytest.mark.heavy
 def test_after_an_exploit_the_recipient_holds_its_donors_state_and_explored_settings(ppo_exploited):
     runner, result, twin_state, twin_result = ppo_exploited
     pairs = assert_exploit(runner, twin_state, result, num_seeds=2)
@@ -127,6 +128,7 @@ def test_run_prints_the_settings_a_member_holds_after_an_exploit_not_its_startin
     assert f"agent.lr.peak={explored:.6g}" in lines[1].split() and f"{started:.6g}" not in lines[1]
 
 
+@pytest.mark.heavy
 def test_a_dqn_recipient_takes_its_donors_replay_buffer():
     base = tiny_off_policy_config("dqn", train={"timesteps_per_iteration": 64, "num_seeds": 2})
     members = [{"agent": {"lr": 1e-3}}, {"agent": {"lr": 3e-3}, "train": {"seed": 1}}]
@@ -171,6 +173,7 @@ def test_a_population_of_eight_stays_compiled_once_through_exploits():
     }
 
 
+@pytest.mark.heavy
 def test_a_restored_population_exploits_and_trains_as_the_uninterrupted_one(tmp_path):
     config = pbt_config({"interval": 2, "quantile": 0.25})
     runner = Runner(config)
@@ -198,6 +201,7 @@ def test_a_restored_population_exploits_and_trains_as_the_uninterrupted_one(tmp_
     assert main(["evaluate", path, "--episodes", "1", "--json", "--member", "3"]) == 0
 
 
+@pytest.mark.heavy
 def test_a_member_that_stopped_being_finite_is_replaced_never_copied(tmp_path):
     config = pbt_config({"quantile": 0.5}, members=MEMBERS[:2], train={"num_seeds": 1, "on_nonfinite": "continue"})
     # ranked by the lowest return, where the poisoned member (it scores 0) would be the best
@@ -215,6 +219,7 @@ def test_a_member_that_stopped_being_finite_is_replaced_never_copied(tmp_path):
     assert runner.train()["train/nonfinite"] == 0.0
 
 
+@pytest.mark.heavy
 def test_a_tune_exploit_of_a_population_trial_restores_the_whole_population(tmp_path):
     """What Tune's PBT does to a population trial, through the Runner as the trainable calls it:
     another trial loads the donor trial's checkpoint, and takes every member with its lineage."""
@@ -237,6 +242,7 @@ def test_a_tune_exploit_of_a_population_trial_restores_the_whole_population(tmp_
     assert other.train()["perf/compilations"] == 1
 
 
+@pytest.mark.heavy
 def test_a_recipient_takes_its_donors_curriculum_and_sampler_state():
     """Member 0 (lr 3e-3) climbs a ladder on `lr >= 2e-3` and member 1 (lr 1e-3) does not, so with
     the level as the selection metric member 1 takes member 0's state, curriculum included."""

@@ -103,6 +103,7 @@ def test_the_replay_computes_flaxs_cell(cell):
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
+@pytest.mark.heavy
 def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothing(cell):
     loop = tiny_loop(cell)
     state, out = loop.train(loop.init(seed=1))
@@ -134,6 +135,7 @@ def test_split_runs_with_save_and_restore_are_bit_identical(tmp_path):
     np.testing.assert_array_equal(np.asarray(out.rows["loss/policy"]), one_call[1].rows["loss/policy"][:, -2:])
 
 
+@pytest.mark.heavy
 def test_evaluation_and_the_gymnasium_policy_carry_the_state(tmp_path, capsys):
     runner = Runner(runner_config())
     runner.train()

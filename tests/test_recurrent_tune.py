@@ -4,6 +4,7 @@ one program, each env of each lane with its own carry) and as Tune trials that P
 
 import jax
 import numpy as np
+import pytest
 
 from ajax_tune.results import keys as K
 from ajax_tune.runner import Runner
@@ -31,6 +32,7 @@ def recurrent_config(**sections):
     return config
 
 
+@pytest.mark.heavy
 def test_a_population_of_recurrent_members_keeps_a_carry_per_env_of_each_lane():
     """Two members differing in lr, two seeds each: four lanes, each with its envs' carries, each
     member under its own settings, in one program; and a member's lanes, carries included, are

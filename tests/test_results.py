@@ -57,6 +57,7 @@ def test_result_keys_compile_nothing(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
+@pytest.mark.heavy
 def test_result_keys_are_the_keys_a_result_holds(name):
     config = CONFIGS[name]
     declared = result_keys(config)

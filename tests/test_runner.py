@@ -57,6 +57,7 @@ def test_bad_task_from_env_task_fn_leaves_the_state_alone(runner):
     assert int(np.asarray(runner.state.iteration)[0]) == int(before.iteration[0]) + 4
 
 
+@pytest.mark.heavy
 def test_eval_at_start_reports_the_untrained_policy_in_the_first_result_only():
     """Where the option is off the keys are there and NaN; where on, the first result holds the
     untrained policy's evaluation, and the same one program trains exactly as without it (its
@@ -90,6 +91,7 @@ def test_a_diverged_first_call_keeps_its_start_evaluation():
     assert math.isfinite(result["eval/start/return_mean"]) and math.isfinite(result["eval/start/success_rate_mean"])
 
 
+@pytest.mark.heavy
 def test_reconfigure_onto_a_new_trial_leaks_nothing():
     first = Runner(corridor_config(lr=1e-3, train={"seed": 1}), trial_id="a")
     first.set_task({"length": 9})
@@ -182,6 +184,7 @@ def test_threshold_curriculum_promotes_demotes_and_mixes():
         cb.on_train_result(r.control, {"other": 1.0})
 
 
+@pytest.mark.heavy
 def test_save_restore_carries_curriculum_state(tmp_path):
     config = corridor_config(
         callbacks=[

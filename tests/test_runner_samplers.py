@@ -43,6 +43,7 @@ def run(tmp_path_factory):
     return dict(runner=runner, first_tasks=first_tasks, given=given, results=results, states=states, checkpoint=checkpoint)
 
 
+@pytest.mark.heavy
 def test_per_env_tasks_change_every_call_without_recompiling(run):
     runner, given, results = run["runner"], run["given"], run["results"]
     # the first tasks are the sampler's first draw, made before the first call
@@ -74,6 +75,7 @@ def test_per_env_tasks_change_every_call_without_recompiling(run):
     np.testing.assert_array_equal(np.asarray(runner.state.heldout["length"]), np.broadcast_to(expected, (2, 3)))
 
 
+@pytest.mark.heavy
 def test_sampler_state_continues_from_its_own_checkpoint(run):
     saved = json.loads((run["checkpoint"] / METADATA_FILE).read_text())["extra"]["sampler"]
     assert saved == run["states"][CALLS - 2]
@@ -155,6 +157,7 @@ def test_a_bad_sampler_setting_in_a_search_space_stops_the_experiment_before_ray
         ("dqn", {"name": "corridor", "kwargs": {"max_length": 8, "max_episode_steps": 12}}, {"length": [2, 8]}),
     ],
 )
+@pytest.mark.heavy
 def test_off_policy_agents_score_plr_levels_by_their_td_errors(agent, env, space):
     """SAC and DQN report each env's mean absolute TD error on its fresh transitions as the
     learning signal; PLR scores the levels those envs ran by it."""
@@ -176,6 +179,7 @@ def test_off_policy_agents_score_plr_levels_by_their_td_errors(agent, env, space
     assert runner.loop.compilations == 1 and plr.filled == min(4, len(levels))
 
 
+@pytest.mark.heavy
 def test_the_program_computes_an_off_policy_signal_only_where_a_sampler_reads_it():
     """Only PLR reads the agent's learning signal (SAC's TD errors on the fresh unroll: one more
     actor and two more twin-critic passes per update). Under a sampler that does not read it the
@@ -205,6 +209,7 @@ def test_the_program_computes_an_off_policy_signal_only_where_a_sampler_reads_it
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), off_state, on_state)
 
 
+@pytest.mark.heavy
 def test_ppo_keeps_its_free_signal_and_a_search_over_samplers_keeps_one_program():
     """PPO's signal (its mean positive advantage) costs nothing, so its program is the same under
     every sampler. For an off-policy agent, switching to PLR is a static change (a new program),
@@ -235,6 +240,7 @@ def test_ppo_keeps_its_free_signal_and_a_search_over_samplers_keeps_one_program(
     assert "learning_signal" not in alone.param_space()["train"]
 
 
+@pytest.mark.heavy
 def test_alp_gmm_state_travels_with_checkpoints(tmp_path):
     """ALP-GMM's history and mixture are restored exactly by its own trial and kept, under a
     random stream of its own, by another; the tasks it moves to never recompile."""

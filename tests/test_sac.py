@@ -67,6 +67,7 @@ def closest_approach(obs, next_obs):
     return np.linalg.norm(start + t[..., None] * seg - target, axis=-1)
 
 
+@pytest.mark.heavy
 def test_buffer_holds_true_successors_and_cuts_only_at_terminations():
     """Episodes end by arriving (terminated) or after 5 steps (truncated); envs restart on the
     very next step. Every stored transition holds the true successor of its observation, the
@@ -131,6 +132,7 @@ def test_split_runs_with_restore_are_bit_identical(tmp_path):
     assert (one_out.health["loss"] == 1).all() and summarize(one_out)["train/nonfinite"] == 0.0
 
 
+@pytest.mark.heavy
 def test_no_recompilation_when_task_schedule_tau_and_target_entropy_change():
     loop = sac_loop()
     state = loop.init(seed=0)
@@ -194,6 +196,7 @@ def test_bad_configs_are_refused_in_one_line_before_compiling(config, message):
     assert_refused_before_compiling(config, message)
 
 
+@pytest.mark.heavy
 def test_sac_config_round_trips_and_reports_stable_keys():
     config = Config.from_dict(tiny_config(lr={"kind": "linear", "peak": 1e-3}))
     assert isinstance(config.agent, SACConfig) and Config.from_dict(config.to_dict()) == config

@@ -36,6 +36,7 @@ def test_all_orders_of_four_are_equally_likely():
     assert chi2 < 49.7, f"chi-square {chi2:.1f} over 23 degrees of freedom (p < 0.001 above 49.7): {counts}"
 
 
+@pytest.mark.heavy
 def test_positions_are_uniform_where_two_sort_rounds_are_needed():
     # 2,048 elements leave 21 random bits per word: two rounds. Where element 0 and element
     # 2,047 land, over 16 bins each, must be uniform (a tie-break by index would pull them apart).

@@ -64,6 +64,7 @@ def test_every_iteration_once_in_order_through_a_killed_trial(tmp_path, monkeypa
     assert results[0].metrics["training_iteration"] == 5 and results[0].metrics["iterations_since_restore"] == 2
 
 
+@pytest.mark.heavy
 def test_tunes_counters_follow_the_state_loaded(tmp_path):
     """Tune restores its counters from the metrics it kept beside a checkpoint. When those are of
     an earlier call than the checkpoint's state (synchronous PBT can hand an exploiting trial a

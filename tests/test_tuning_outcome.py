@@ -24,6 +24,7 @@ def bench():
 
 
 @pytest.mark.parametrize("quick", [True, False])
+@pytest.mark.heavy
 def test_every_tuners_experiment_on_every_task_is_accepted_and_trains_on_a_tuning_seed(bench, quick):
     from ajax_tune.tune.experiment import Experiment
 

@@ -107,6 +107,7 @@ def accel():
     return runner, results
 
 
+@pytest.mark.heavy
 def test_levels_chosen_every_rollout_compile_nothing_and_report_the_buffer(accel):
     runner, results = accel
     assert [r["perf/compilations"] for r in results] == [1, 1, 1]
@@ -122,6 +123,7 @@ def test_levels_chosen_every_rollout_compile_nothing_and_report_the_buffer(accel
     assert len(np.unique(tasks)) > 1  # envs play different levels
 
 
+@pytest.mark.heavy
 def test_the_buffer_survives_a_checkpoint_bit_for_bit(accel, tmp_path):
     runner, _ = accel
     runner.save(tmp_path / "ckpt")
@@ -145,6 +147,7 @@ def test_settings_are_traced_and_change_without_recompiling(accel):
     assert np.all(hp.replay_prob == 0.0) and np.all(hp.edits == 3.0)
 
 
+@pytest.mark.heavy
 def test_two_members_keep_buffers_of_their_own_and_an_exploit_moves_one():
     members = [{"ued": {"replay_prob": 0.9}}, {"ued": {"replay_prob": 0.2}}]
     config = ued_config("robust_plr", minimum_fill=0.25)
@@ -165,6 +168,7 @@ def test_two_members_keep_buffers_of_their_own_and_an_exploit_moves_one():
 
 
 @pytest.mark.parametrize("algorithm", ["dr", "sfl"])
+@pytest.mark.heavy
 def test_dr_and_sfl_train_without_recompiling(algorithm):
     runner = Runner(ued_config(algorithm, sfl_levels=8, sfl_keep=4, sfl_rollouts=2, sfl_every=2))
     results = [runner.train() for _ in range(2)]
