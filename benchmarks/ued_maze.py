@@ -72,8 +72,9 @@ P1_DIFFERENCES = [
     "every step of attempt 0 inside its program; ajax_tune runs the deterministic policy once per maze "
     "(train.eval_episodes 1; maze and policy are deterministic) and renders nothing",
     "learning-rate schedule: both decay linearly from 1e-4; maze_plr counts only updates that apply gradients "
-    "over --num_updates, ajax_tune counts env steps over total_timesteps (set to the run's 327,680). No "
-    "gradient step happens on either side in part 1, so this does not act here",
+    "over --num_updates, ajax_tune counts env steps over total_timesteps (the run's). At the default 40 "
+    "updates no gradient step happens on either side (the buffer never reaches its minimum fill of 2,000 levels, "
+    "so nothing is replayed and robust PLR only scores), so this acts only in longer runs (--p1-updates)",
     "maze_plr compiles its train-and-eval step twice (a weak-typed level width after the first call); "
     "both compilations are in its compile time",
     "maze_plr scans its 10 updates and the evaluation in one jitted call; ajax_tune's train() runs 10 updates "
@@ -143,7 +144,7 @@ def check_p1_settings(trial: dict) -> list[str]:
 
 # -- part 2: small mazes, ranked -----------------------------------------------------------
 
-P2_CALLS, P2_SEEDS, P2_POSTHOC_EVERY = 16, 4, 2
+P2_CALLS, P2_SEEDS, P2_POSTHOC_EVERY, P2_WALLS = 16, 4, 2, 12
 P2_ALGORITHMS = ("dr", "plr", "robust_plr", "accel", "sfl")
 P2_GENERATED, P2_GENERATED_SEED, P2_STOCHASTIC_EPISODES = 100, 20261205, 10
 
@@ -216,13 +217,13 @@ G.....#""",
 }
 
 
-def p2_config(algorithm: str, seeds: int, calls: int) -> dict:
+def p2_config(algorithm: str, seeds: int, calls: int, walls: int = P2_WALLS) -> dict:
     from ajax_tune.envs.jaxued_adapter import parse_maze
 
     heldout = [{k: v.tolist() for k, v in parse_maze(text.strip("\n")).items()} for text in HELDOUT_7X7.values()]
     per_call = 32 * 64 * 16
     return {
-        "env": {"name": "jaxued/maze", "kwargs": {"height": 7, "width": 7, "n_walls": 12, "max_episode_steps": 64}},
+        "env": {"name": "jaxued/maze", "kwargs": {"height": 7, "width": 7, "n_walls": walls, "max_episode_steps": 64}},
         "agent": {
             "name": "ppo",
             "num_envs": 32,
@@ -279,7 +280,7 @@ def shortest_path(wall_map, agent_pos, goal_pos) -> int | None:
     return None
 
 
-def posthoc_levels() -> tuple[dict, dict]:
+def posthoc_levels(walls: int = P2_WALLS) -> tuple[dict, dict]:
     """The eight held-out mazes then the first 100 solvable levels the generator draws (fixed
     seed), as one batch of tasks; and what the draw held (unsolvable levels, path lengths)."""
     import jax
@@ -288,8 +289,8 @@ def posthoc_levels() -> tuple[dict, dict]:
     from ajax_tune.envs.jaxued_adapter import MazeEnv, parse_maze
 
     mazes = [parse_maze(text.strip("\n")) for text in HELDOUT_7X7.values()]
-    env = MazeEnv(height=7, width=7, n_walls=12, max_episode_steps=64)
-    keys = jax.random.split(jax.random.PRNGKey(P2_GENERATED_SEED), 3 * P2_GENERATED)
+    env = MazeEnv(height=7, width=7, n_walls=walls, max_episode_steps=64)
+    keys = jax.random.split(jax.random.PRNGKey(P2_GENERATED_SEED), 20 * P2_GENERATED)
     drawn = jax.device_get(jax.vmap(env.generate_level)(keys))
     fields = list(mazes[0])
     lengths = [shortest_path(drawn["wall_map"][i], drawn["agent_pos"][i], drawn["goal_pos"][i]) for i in range(len(keys))]
@@ -447,13 +448,48 @@ def p1_summary(units: dict, updates: int, seeds: int = P1_SEEDS) -> dict:
                 "buffer_size_at_end": calls[-1].get("ued/buffer_size"),
                 "replay_share_per_call": [c.get("ued/replay") for c in calls],
             }
-        if "jaxued" in row and "ajax_tune" in row:
-            j, a = row["jaxued"], row["ajax_tune"]
-            row["ratio_all_seeds_wall"] = round(j["wall_s_all_seeds"] / a["wall_s_all_seeds"], 2)
+        single = [units[k] for k in sorted(units) if k.startswith(f"ajax_tune/{algorithm}/")]
+        if single:
+            row["ajax_tune_per_process"] = {
+                "processes": len(single),
+                "wall_s_per_seed": spread([u["run_s"] for u in single]),
+                "wall_s_all_seeds": round(sum(u["run_s"] for u in single), 2),
+                "compile_s_per_seed": spread([u["compile_s"] for u in single]),
+                "env_steps_per_s_with_compile_all_seeds": round(total * len(single) / sum(u["run_s"] for u in single), 1),
+                "env_steps_per_s_without_first_chunk": spread(
+                    [
+                        u["steps_per_update"]
+                        * u["updates_per_call"]
+                        * (len(u["calls"]) - 1)
+                        / sum(c["wall_s"] for c in u["calls"][1:])
+                        for u in single
+                        if len(u["calls"]) > 1
+                    ]
+                ),
+                "env_steps_per_s_without_compile": spread([total / (u["run_s"] - u["compile_s"]) for u in single]),
+                "first_chunk_s": spread([u["calls"][0]["wall_s"] for u in single]),
+                "heldout_solve_rate_max_any_maze_any_eval": max(
+                    v
+                    for u in single
+                    for c in u["calls"]
+                    for k, v in c.items()
+                    if k.startswith("eval/heldout/") and k.endswith("/success_rate")
+                ),
+            }
+        if "jaxued" in row:
+            j = row["jaxued"]
+            for side in ("ajax_tune", "ajax_tune_per_process"):
+                if side in row:
+                    row[f"ratio_all_seeds_wall_jaxued_over_{side}"] = round(
+                        j["wall_s_all_seeds"] / row[side]["wall_s_all_seeds"], 2
+                    )
         out[algorithm] = row
     out["how_to_read"] = (
         "Throughput for all seeds of a side: the peer runs one process per seed (seeds one after another), "
-        f"ours runs the {seeds} seeds as lanes of one process, so 'all_seeds' figures are {seeds} x {total:,} env "
+        f"ours runs the {seeds} seeds as lanes of one process ('ajax_tune') and, as the peer does, one "
+        "single-lane process per seed ('ajax_tune_per_process'). Lanes compute every branch of a per-lane "
+        "decision (a vmapped cond is a select): robust PLR's scoring-only rollouts still compute the update "
+        f"they discard; a single lane skips it. 'all_seeds' figures are {seeds} x {total:,} env "
         f"steps over the wall clock each side took for all {seeds}. The peer's per-seed 'without' figures are per process "
         "(one seed). 'without_first_chunk' drops the first 10 updates (the first compilation; the peer's "
         "second compilation is in its second chunk), 'without_compile' subtracts the seconds JAX reported "
@@ -564,6 +600,20 @@ def main(argv=None) -> None:
     parser.add_argument("--fresh", action="store_true", help="forget the units the JSON holds")
     parser.add_argument("--quick", action="store_true", help="a short smoke of both parts")
     parser.add_argument("--p1-seeds", type=int, default=None, help=f"part 1 seeds per side (default {P1_SEEDS})")
+    parser.add_argument(
+        "--p1-updates",
+        type=int,
+        default=None,
+        help=f"part 1 updates per seed, a multiple of {P1_EVAL_EVERY} (default {P1_UPDATES}: no replay yet; past about "
+        "70 the buffer reaches its minimum fill and replayed levels train); give --out with it",
+    )
+    parser.add_argument(
+        "--p2-walls",
+        type=int,
+        default=P2_WALLS,
+        help=f"part 2's walls per generated 7 x 7 maze, in training and among the generated levels scored "
+        f"(default {P2_WALLS}); give --out with another",
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args(argv)
@@ -573,6 +623,10 @@ def main(argv=None) -> None:
         p1_updates, p1_seeds, p2_calls, p2_seeds, p2_algorithms = 2, 1, 2, 2, ("dr", "accel")
     if args.p1_seeds:
         p1_seeds = args.p1_seeds
+    if args.p1_updates:
+        if args.p1_updates % P1_EVAL_EVERY:
+            parser.error(f"--p1-updates {args.p1_updates}: expected a multiple of {P1_EVAL_EVERY}")
+        p1_updates = args.p1_updates
     path = (
         pathlib.Path(args.out) if args.out else harness.RESULTS_DIR / ("ued_maze_quick.json" if args.quick else "ued_maze.json")
     )
@@ -611,12 +665,18 @@ def main(argv=None) -> None:
             "differences": P1_DIFFERENCES,
         }
         for algorithm, extra in P1_ALGORITHMS.items():
-            units = [(f"jaxued/{algorithm}/{s}", s) for s in range(p1_seeds)] + [(f"ajax_tune/{algorithm}", None)]
+            # the peer: one process per seed; ours: the seeds as lanes of one process, and (as
+            # the peer runs) one single-lane process per seed
+            units = (
+                [(f"jaxued/{algorithm}/{s}", s) for s in range(p1_seeds)]
+                + [(f"ajax_tune/{algorithm}", None)]
+                + [(f"ajax_tune/{algorithm}/{s}", s) for s in range(p1_seeds)]
+            )
             for key, seed in units:
                 if key in part["units"] or not wanted(key):
                     continue
                 print(f"[ued_maze] part 1: {key}", flush=True)
-                if seed is not None:
+                if key.startswith("jaxued/"):
                     flags = [
                         *PEER_FLAGS,
                         *extra,
@@ -633,6 +693,8 @@ def main(argv=None) -> None:
                 else:
                     config = copy.deepcopy(trial)
                     config["ued"]["algorithm"] = algorithm
+                    if seed is not None:
+                        config["train"].update(num_seeds=1, seed=seed)
                     calls = p1_updates // eval_every
                     out = run(sys.executable, "ajax_tune_ued_maze.py", {"config": config, "calls": calls}, args.timeout)
                 part["units"][key] = out
@@ -642,7 +704,7 @@ def main(argv=None) -> None:
 
     if args.part in ("2", "all"):
         part = record["part2"]
-        tasks, facts = posthoc_levels()
+        tasks, facts = posthoc_levels(args.p2_walls)
         n = len(HELDOUT_7X7)
         spec = {
             "at": list(range(P2_POSTHOC_EVERY, p2_calls + 1, P2_POSTHOC_EVERY)),
@@ -652,7 +714,7 @@ def main(argv=None) -> None:
             "seed": 1,
         }
         part["settings"] = {
-            "config": p2_config("robust_plr", p2_seeds, p2_calls),
+            "config": p2_config("robust_plr", p2_seeds, p2_calls, args.p2_walls),
             "calls": p2_calls,
             "heldout_mazes": HELDOUT_7X7,
             "generated_levels": P2_GENERATED,
@@ -668,7 +730,12 @@ def main(argv=None) -> None:
             out = run(
                 sys.executable,
                 "ajax_tune_ued_maze.py",
-                {"config": p2_config(algorithm, p2_seeds, p2_calls), "calls": p2_calls, "posthoc": spec, "buffer": True},
+                {
+                    "config": p2_config(algorithm, p2_seeds, p2_calls, args.p2_walls),
+                    "calls": p2_calls,
+                    "posthoc": spec,
+                    "buffer": True,
+                },
                 args.timeout,
             )
             out["buffer_facts"] = buffer_facts(out.pop("buffer", None))
