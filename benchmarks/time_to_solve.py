@@ -30,6 +30,7 @@ import collections
 import json
 import os
 import pathlib
+import re
 import shutil
 import statistics
 import subprocess
@@ -139,8 +140,12 @@ ALARMS = ("os.fork() was called", "Failed to import warp", "Token authentication
 
 
 def alarms(output: str) -> list[str]:
-    """Lines of the run's output a user would read as something going wrong."""
-    return [line.strip()[:200] for line in output.splitlines() if any(a in line for a in ALARMS)]
+    """Lines of the run's output a user would read as something going wrong, each absolute path
+    cut to its file name (`DIR/subprocess.py:1883`): the record names no machine's directories."""
+    return [ABSOLUTE_DIRS.sub("DIR/", line.strip())[:200] for line in output.splitlines() if any(a in line for a in ALARMS)]
+
+
+ABSOLUTE_DIRS = re.compile(r"(?<![\w.~])/(?:[^/\s:'\"]+/)+")
 
 
 def breakdown(events: list[dict], t0: float, solved_row: dict | None) -> dict:
