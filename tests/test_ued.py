@@ -213,3 +213,22 @@ def test_a_level_algorithm_needs_an_agent_that_estimates_values():
     config["agent"] = {"name": "dqn", "num_envs": 4}
     with pytest.raises(ConfigError, match="has no value_estimates"):
         Runner.check(config)
+
+
+@pytest.mark.heavy
+def test_a_single_lane_keeps_its_per_rollout_decision_as_branches():
+    """Robust PLR decides per lane and rollout whether to update. One lane's program keeps that
+    decision as conditionals (`stablehlo.case`), so a scoring-only rollout skips the update; with
+    two lanes the decision is vmapped, and a vmapped conditional becomes selects that compute
+    every branch. Measured: one lane 12 cases and 108 selects, two lanes 1 and 290 (one lane run
+    through the vmap as well: 9 and 290)."""
+
+    def ops(seeds: int) -> tuple[int, int]:
+        config = ued_config("robust_plr")
+        config["train"]["num_seeds"] = seeds
+        runner = Runner(config)
+        text = runner.loop.compiled.call.lower(runner.state).as_text()
+        return text.count("stablehlo.case"), text.count("stablehlo.select")
+
+    (one_cases, one_selects), (two_cases, two_selects) = ops(1), ops(2)
+    assert one_cases > two_cases and one_selects < two_selects / 2, (one_cases, one_selects, two_cases, two_selects)
