@@ -139,13 +139,13 @@ def trial_rows(experiment: pathlib.Path) -> tuple[list[dict], pathlib.Path]:
 ALARMS = ("os.fork() was called", "Failed to import warp", "Token authentication is", "WARNING", "Warning", "Traceback")
 
 
+ABSOLUTE_DIRS = re.compile(r"(?<![\w.~])/(?:[^/\s:'\"]+/)+")  # a path's directories, cut from alarms
+
+
 def alarms(output: str) -> list[str]:
     """Lines of the run's output a user would read as something going wrong, each absolute path
     cut to its file name (`DIR/subprocess.py:1883`): the record names no machine's directories."""
     return [ABSOLUTE_DIRS.sub("DIR/", line.strip())[:200] for line in output.splitlines() if any(a in line for a in ALARMS)]
-
-
-ABSOLUTE_DIRS = re.compile(r"(?<![\w.~])/(?:[^/\s:'\"]+/)+")
 
 
 def breakdown(events: list[dict], t0: float, solved_row: dict | None) -> dict:

@@ -393,6 +393,20 @@ def spread(values: list[float]) -> dict:
     }
 
 
+def per_process(units: list[dict], total: int) -> dict:
+    """What a side that runs one process per seed took, each process `total` env steps: wall
+    clock and compile time per process, and env steps/s with and without compiling."""
+    run = [u["run_s"] for u in units]
+    return {
+        "processes": len(units),
+        "wall_s_per_seed": spread(run),
+        "wall_s_all_seeds": round(sum(run), 2),
+        "compile_s_per_seed": spread([u["compile_s"] for u in units]),
+        "env_steps_per_s_with_compile_all_seeds": round(total * len(units) / sum(run), 1),
+        "env_steps_per_s_without_compile": spread([total / (u["run_s"] - u["compile_s"]) for u in units]),
+    }
+
+
 def p1_summary(units: dict, updates: int, seeds: int = P1_SEEDS) -> dict:
     out = {}
     total = updates * P1_STEPS_PER_UPDATE
@@ -404,15 +418,10 @@ def p1_summary(units: dict, updates: int, seeds: int = P1_SEEDS) -> dict:
             first = [u["evals"][0] for u in peer]
             rest = [u["evals"][1:] for u in peer]
             row["jaxued"] = {
-                "processes": len(peer),
-                "wall_s_per_seed": spread([u["run_s"] for u in peer]),
-                "wall_s_all_seeds": round(sum(u["run_s"] for u in peer), 2),
-                "compile_s_per_seed": spread([u["compile_s"] for u in peer]),
-                "env_steps_per_s_with_compile_all_seeds": round(total * len(peer) / sum(u["run_s"] for u in peer), 1),
+                **per_process(peer, total),
                 "env_steps_per_s_without_first_chunk": spread(
                     [sum(c["chunk_env_steps"] for c in r) / sum(c["chunk_s"] for c in r) for r in rest if r]
                 ),
-                "env_steps_per_s_without_compile": spread([total / (u["run_s"] - u["compile_s"]) for u in peer]),
                 "first_chunk_s": spread([c["chunk_s"] for c in first]),
                 "heldout_solve_rate_mean_per_eval": [
                     spread([u["evals"][i]["solve_rate"].get("mean") for u in peer]) for i in range(len(peer[0]["evals"]))
@@ -451,11 +460,7 @@ def p1_summary(units: dict, updates: int, seeds: int = P1_SEEDS) -> dict:
         single = [units[k] for k in sorted(units) if k.startswith(f"ajax_tune/{algorithm}/")]
         if single:
             row["ajax_tune_per_process"] = {
-                "processes": len(single),
-                "wall_s_per_seed": spread([u["run_s"] for u in single]),
-                "wall_s_all_seeds": round(sum(u["run_s"] for u in single), 2),
-                "compile_s_per_seed": spread([u["compile_s"] for u in single]),
-                "env_steps_per_s_with_compile_all_seeds": round(total * len(single) / sum(u["run_s"] for u in single), 1),
+                **per_process(single, total),
                 "env_steps_per_s_without_first_chunk": spread(
                     [
                         u["steps_per_update"]
@@ -466,7 +471,6 @@ def p1_summary(units: dict, updates: int, seeds: int = P1_SEEDS) -> dict:
                         if len(u["calls"]) > 1
                     ]
                 ),
-                "env_steps_per_s_without_compile": spread([total / (u["run_s"] - u["compile_s"]) for u in single]),
                 "first_chunk_s": spread([u["calls"][0]["wall_s"] for u in single]),
                 "heldout_solve_rate_max_any_maze_any_eval": max(
                     v
@@ -493,10 +497,14 @@ def p1_summary(units: dict, updates: int, seeds: int = P1_SEEDS) -> dict:
         f"steps over the wall clock each side took for all {seeds}. The peer's per-seed 'without' figures are per process "
         "(one seed). 'without_first_chunk' drops the first 10 updates (the first compilation; the peer's "
         "second compilation is in its second chunk), 'without_compile' subtracts the seconds JAX reported "
-        "compiling. Held-out solve rates are ~0 on both sides, as expected: the buffer (4,000) needs 2,000 "
-        "levels before a replay, 40 updates x 32 envs offer 1,280, so robust PLR and ACCEL take no gradient "
-        f"step in {total:,} env steps on either side."
+        "compiling."
     )
+    if updates * 32 < 2000:  # maze_plr.py's 32 levels per update against its buffer's minimum fill
+        out["how_to_read"] += (
+            " Held-out solve rates are ~0 on both sides, as expected: the buffer (4,000) needs 2,000 levels "
+            f"before a replay, {updates} updates x 32 envs offer {updates * 32:,}, so robust PLR and ACCEL take "
+            f"no gradient step in {total:,} env steps on either side."
+        )
     return out
 
 

@@ -5,6 +5,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -326,6 +327,47 @@ def result_boxes(out: str) -> list[list[str]]:
     return boxes
 
 
+def without_ray_teardown_race(out: str) -> str:
+    """`out` less any worker's "Exception ignored in ..." block that ends in Ray's own SIGTERM
+    handler. Ray stops a worker with SIGTERM; its handler raises SystemExit, and when the signal
+    lands while the exiting worker runs a weakref callback, Python prints that block instead of
+    exiting quietly. Seen in 2 of 3 whole-suite runs on 2026-12-06, never with this test alone:
+    a race in Ray's teardown under load, not an error of a trial. Every other traceback stays."""
+    kept, block, pid = [], [], None
+    for line in out.splitlines():
+        worker = re.search(r"\(\w+ pid=(\d+)\)", line)
+        if worker and "Exception ignored in" in line:
+            kept.extend(block)
+            block, pid = [line], worker.group(1)
+        elif pid is not None and worker and worker.group(1) == pid:
+            block.append(line)
+            if "SystemExit" in line:
+                if not any("sigterm_handler" in b for b in block):
+                    kept.extend(block)
+                block, pid = [], None
+        else:
+            kept.append(line)
+    return "\n".join(kept + block)
+
+
+def test_only_rays_teardown_race_is_taken_out_of_a_runs_output():
+    race = [
+        "(AjaxTrainable pid=7) Exception ignored in: <function WeakSet.__init__.<locals>._remove at 0x1>",
+        "(AjaxTrainable pid=7) Traceback (most recent call last):",
+        '(AjaxTrainable pid=7)   File "ray/_private/worker.py", line 1063, in sigterm_handler',
+        "(AjaxTrainable pid=7) SystemExit: 1",
+    ]
+    ours = [
+        "(AjaxTrainable pid=8) Exception ignored in: <function f at 0x2>",
+        "(AjaxTrainable pid=8) Traceback (most recent call last):",
+        '(AjaxTrainable pid=8)   File "ajax_tune/runner.py", line 1, in f',
+        "(AjaxTrainable pid=8) SystemExit: 1",
+    ]
+    assert without_ray_teardown_race("\n".join(["a", *race, "b"])) == "a\nb"
+    assert without_ray_teardown_race("\n".join(["a", *ours, "b"])) == "\n".join(["a", *ours, "b"])
+    assert "Traceback" in without_ray_teardown_race("Traceback (most recent call last):\nValueError: x")
+
+
 @pytest.mark.slow  # a Ray of its own, as a user's terminal sees it (worker output reaches the driver)
 def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
     env = {**os.environ, "RAY_AIR_NEW_OUTPUT": "1", "PYTHONPATH": str(TESTS.parent)}
@@ -349,7 +391,8 @@ def test_asha_run_is_quiet_and_its_boxes_are_short(tmp_path):
     )
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-3000:]
-    assert "Traceback" not in out and "SystemExit" not in out, out[-3000:]  # ASHA's stopped trials end quietly
+    quiet = without_ray_teardown_race(out)
+    assert "Traceback" not in quiet and "SystemExit" not in quiet, quiet[-3000:]  # ASHA's stopped trials end quietly
     trials = [p.name for p in (tmp_path / "r" / "tiny_asha").iterdir() if p.is_dir()]
     assert len(trials) == 4 and not any(c in name for name in trials for c in "{}'\",")
     assert sorted(name.rsplit("_", 1)[-1] for name in trials) == ["lr=0.0001", "lr=0.001", "lr=0.003", "lr=0.01"]

@@ -79,8 +79,10 @@ def test_brax_env_names():
     assert "inverted_pendulum" in names and "ant" in names
 
 
+@pytest.mark.heavy  # importing Playground takes seconds, as for the suites' configs (tests/test_configs.py)
 def test_playground_env_with_model():
-    """Needs the playground extra, which dev cannot hold (docs/testing.md): run where it is installed."""
+    """Needs the playground extra, which dev cannot hold (docs/testing.md): run where it is
+    installed, as CI's whole suite requires; the fast tier on the lowest set leaves it out."""
     import_extra("mujoco_playground", extra="playground", in_dev=False)
     from mujoco_playground import registry
 

@@ -269,9 +269,9 @@ def test_one_lane_keeps_its_decisions_as_branches_and_computes_what_a_vmap_does(
     learn = jnp.array([True, False])
     assert "cond" in primitives(over_lanes(step, 1), x[:1], learn[:1])
     assert "cond" not in primitives(over_lanes(step, 2), x, learn)  # both branches, then a select
+    both = over_lanes(step, 2)(x, learn)
     for lane in range(2):
         one = over_lanes(step, 1)(x[lane : lane + 1], learn[lane : lane + 1])
-        both = over_lanes(step, 2)(x, learn)
         np.testing.assert_array_equal(one[0][0], both[0][lane])
         assert one[1]["carry"] is None and one[1]["n"].shape == (1,)
         np.testing.assert_array_equal(one[1]["n"][0], both[1]["n"][lane])

@@ -72,3 +72,48 @@ def test_buffer_facts_find_unsolvable_levels_and_their_replay_weight(bench):
     assert facts["shortest_path_solvable_mean"] == 2.0
     assert facts["score_mean_unsolvable"] == 0.9 and facts["score_mean_solvable"] == 0.3
     assert bench.buffer_facts(None) is None
+
+
+def test_part1_summary_puts_a_process_per_seed_beside_the_peer(bench):
+    """Made-up units of 2 updates (one per call): the peer's and our single-lane processes are
+    summarised alike, and their wall-clock ratio is the peer's total over ours."""
+    total = 2 * bench.P1_STEPS_PER_UPDATE
+    peer = {
+        "run_s": 40.0,
+        "compile_s": 30.0,
+        "evals": [
+            {
+                "chunk_s": 35.0,
+                "chunk_env_steps": total // 2,
+                "solve_rate": {"mean": 0.0, "a": 0.0},
+                "level_sampler": {"size": 32},
+            },
+            {"chunk_s": 5.0, "chunk_env_steps": total // 2, "solve_rate": {"mean": 0.5, "a": 0.5}, "level_sampler": {"size": 64}},
+        ],
+    }
+    ours = {
+        "run_s": 10.0,
+        "compile_s": 8.0,
+        "steps_per_update": bench.P1_STEPS_PER_UPDATE,
+        "updates_per_call": 1,
+        "calls": [{"wall_s": 9.0, "eval/heldout/a/success_rate": 0.0}, {"wall_s": 1.0, "eval/heldout/a/success_rate": 1.0}],
+    }
+    units = {f"jaxued/robust_plr/{s}": peer for s in range(2)} | {f"ajax_tune/robust_plr/{s}": ours for s in range(2)}
+    row = bench.p1_summary(units, updates=2, seeds=2)["robust_plr"]
+    j, a = row["jaxued"], row["ajax_tune_per_process"]
+    assert j["wall_s_all_seeds"] == 80.0 and a["wall_s_all_seeds"] == 20.0
+    assert row["ratio_all_seeds_wall_jaxued_over_ajax_tune_per_process"] == 4.0
+    assert j["env_steps_per_s_without_compile"]["median"] == total / 10.0
+    assert a["env_steps_per_s_without_compile"]["median"] == total / 2.0
+    assert a["env_steps_per_s_without_first_chunk"]["median"] == bench.P1_STEPS_PER_UPDATE / 1.0
+    assert a["heldout_solve_rate_max_any_maze_any_eval"] == 1.0 and "ajax_tune" not in row
+
+
+def test_recorded_warnings_name_no_directories():
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from time_to_solve import alarms
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    out = "ok\n/usr/lib/python3.11/subprocess.py:1883: RuntimeWarning: os.fork() was called\n"
+    assert alarms(out) == ["DIR/subprocess.py:1883: RuntimeWarning: os.fork() was called"]
