@@ -185,6 +185,17 @@ def test_dr_and_sfl_train_without_recompiling(algorithm):
         assert scoring == [0.0, 0.0]
 
 
+@pytest.mark.parametrize("algorithm", ["dr", "sfl"])
+@pytest.mark.heavy
+def test_dr_and_sfl_run_with_an_agent_that_has_no_value_estimates(algorithm):
+    """Only a level buffer scores levels by the agent's values: DR and SFL run with DQN."""
+    config = ued_config(algorithm, sfl_levels=8, sfl_keep=4, sfl_rollouts=2, sfl_every=2)
+    config["agent"] = {"name": "dqn", "num_envs": 4, "unroll_length": 16, "learning_starts": 64}
+    result = Runner(config).train()
+    assert result["perf/compilations"] == 1 and result["env_steps"] == 4 * 16 * 4
+    assert result["ued/buffer_size"] == (4 if algorithm == "sfl" else 0)
+
+
 @pytest.mark.parametrize(
     "ued, env, message",
     [

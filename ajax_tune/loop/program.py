@@ -122,7 +122,10 @@ def make_program(
             agent_state, metrics, signal = update()
             health = agent.health(agent_state, metrics)
         else:
-            values, advantages = agent.value_estimates(agent_state, transitions, **carries)
+            # Only a level buffer scores levels by the agent's values; DR and SFL run with any agent.
+            values, advantages = (None, None)
+            if levels.config.prioritised:
+                values, advantages = agent.value_estimates(agent_state, transitions, **carries)
             # a rollout the agent only scores (robust PLR's fresh levels) reports NaN losses, and
             # its health reads what the agent computed: nothing
             skipped = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(update)[1:])
