@@ -63,19 +63,20 @@ def test_ppo_defaults_solve_cartpole_in_each_of_six_seed_groups():
     all six were at 475 or more at the third evaluation (147,456 steps: 499.6 and five at 500),
     and two groups then slid back, ending at 449.4 and 430.5. The float results of the same
     program differ between the two CPUs, and PPO with these defaults does not hold 500 in every
-    seed, so the claim is that every group solves it, not that every group ends solved. Cost,
-    cold cache, 2 quiet cores: 61 s, against 18 s for one group."""
+    seed, so the claim is that every group solves it, not that every group ends solved; the test
+    stops at the first evaluation where all six are solved. Cost, cold cache, 2 quiet cores: 61 s
+    for the whole budget, against 18 s for one group."""
     groups = 6
     train = {"total_timesteps": 491_520, "timesteps_per_iteration": 49_152, "num_seeds": 4}
     population = {"members": [{"train": {"seed": group}} for group in range(groups)]}
     runner = Runner({"env": {"name": "cartpole"}, "train": train, "population": population})
     result, curve = {"done": False}, []
-    while not result["done"]:
+    while not result["done"] and not (curve and all(v >= 475 for v in curve[-1])):
         result = runner.train()
         curve.append([round(result[K.member_key(g, "eval/return_mean")], 1) for g in range(groups)])
     print("cartpole, PPO defaults (mean eval return of each 4-seed group, per call):", curve)
-    assert any(all(v >= 475 for v in row) for row in curve), curve
-    assert result["perf/compilations"] == 1 and result["env_steps"] == 491_520
+    assert all(v >= 475 for v in curve[-1]), curve
+    assert result["perf/compilations"] == 1 and result["env_steps"] <= 491_520
 
 
 @pytest.mark.slow  # trains to a threshold in the suite's cheap build: at this size the full
