@@ -217,7 +217,7 @@ G.....#""",
 }
 
 
-def p2_config(algorithm: str, seeds: int, calls: int, walls: int = P2_WALLS) -> dict:
+def p2_config(algorithm: str, seeds: int, calls: int, walls: int = P2_WALLS, score: str = "maxmc") -> dict:
     from ajax_tune.envs.jaxued_adapter import parse_maze
 
     heldout = [{k: v.tolist() for k, v in parse_maze(text.strip("\n")).items()} for text in HELDOUT_7X7.values()]
@@ -247,6 +247,7 @@ def p2_config(algorithm: str, seeds: int, calls: int, walls: int = P2_WALLS) -> 
         "heldout": {"tasks": heldout},
         "ued": {
             "algorithm": algorithm,
+            "score": score,
             "buffer_size": 256,
             "replay_prob": 0.8,
             "minimum_fill": 0.25,
@@ -260,24 +261,11 @@ def p2_config(algorithm: str, seeds: int, calls: int, walls: int = P2_WALLS) -> 
 
 
 def shortest_path(wall_map, agent_pos, goal_pos) -> int | None:
-    """Moves forward (turns aside) from the agent's cell to the goal's, by breadth-first search;
-    None when the goal cannot be reached (the generator does not check)."""
-    import collections
+    """Moves forward (turns aside) from the agent's cell to the goal's; None when the goal cannot
+    be reached (the generator does not check)."""
+    from ajax_tune.envs.jaxued_adapter import shortest_path as maze_shortest_path
 
-    walls = [[bool(c) for c in row] for row in wall_map]
-    h, w = len(walls), len(walls[0])
-    start, goal = tuple(int(v) for v in agent_pos), tuple(int(v) for v in goal_pos)
-    seen, queue = {start: 0}, collections.deque([start])
-    while queue:
-        x, y = queue.popleft()
-        for dx, dy in ((1, 0), (-1, 0), (0, 1), (0, -1)):
-            nx, ny = x + dx, y + dy
-            if 0 <= nx < w and 0 <= ny < h and (nx, ny) not in seen and not walls[ny][nx]:
-                if (nx, ny) == goal:
-                    return seen[(x, y)] + 1
-                seen[(nx, ny)] = seen[(x, y)] + 1
-                queue.append((nx, ny))
-    return None
+    return maze_shortest_path({"wall_map": wall_map, "agent_pos": agent_pos, "goal_pos": goal_pos})
 
 
 def posthoc_levels(walls: int = P2_WALLS) -> tuple[dict, dict]:
@@ -622,6 +610,19 @@ def main(argv=None) -> None:
         help=f"part 2's walls per generated 7 x 7 maze, in training and among the generated levels scored "
         f"(default {P2_WALLS}); give --out with another",
     )
+    parser.add_argument(
+        "--p2-score",
+        choices=["maxmc", "pvl"],
+        default="maxmc",
+        help="part 2's level score for PLR, robust PLR and ACCEL (default maxmc, as JaxUED's maze_plr.py); give --out with pvl",
+    )
+    parser.add_argument(
+        "--p2-calls",
+        type=int,
+        default=None,
+        help=f"part 2's calls of {32 * 64 * 16:,} env steps per seed (default {P2_CALLS}), a multiple of "
+        f"{P2_POSTHOC_EVERY}; give --out with another",
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args(argv)
@@ -635,6 +636,10 @@ def main(argv=None) -> None:
         if args.p1_updates % P1_EVAL_EVERY:
             parser.error(f"--p1-updates {args.p1_updates}: expected a multiple of {P1_EVAL_EVERY}")
         p1_updates = args.p1_updates
+    if args.p2_calls:
+        if args.p2_calls % P2_POSTHOC_EVERY:
+            parser.error(f"--p2-calls {args.p2_calls}: expected a multiple of {P2_POSTHOC_EVERY}")
+        p2_calls = args.p2_calls
     path = (
         pathlib.Path(args.out) if args.out else harness.RESULTS_DIR / ("ued_maze_quick.json" if args.quick else "ued_maze.json")
     )
@@ -722,7 +727,7 @@ def main(argv=None) -> None:
             "seed": 1,
         }
         part["settings"] = {
-            "config": p2_config("robust_plr", p2_seeds, p2_calls, args.p2_walls),
+            "config": p2_config("robust_plr", p2_seeds, p2_calls, args.p2_walls, args.p2_score),
             "calls": p2_calls,
             "heldout_mazes": HELDOUT_7X7,
             "generated_levels": P2_GENERATED,
@@ -739,7 +744,7 @@ def main(argv=None) -> None:
                 sys.executable,
                 "ajax_tune_ued_maze.py",
                 {
-                    "config": p2_config(algorithm, p2_seeds, p2_calls, args.p2_walls),
+                    "config": p2_config(algorithm, p2_seeds, p2_calls, args.p2_walls, args.p2_score),
                     "calls": p2_calls,
                     "posthoc": spec,
                     "buffer": True,

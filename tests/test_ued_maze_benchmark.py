@@ -46,6 +46,10 @@ def test_part2_configs_check(bench, algorithm):
     from ajax_tune import Runner
 
     Runner.check(bench.p2_config(algorithm, 4, 16))
+    if algorithm in ("plr", "robust_plr", "accel"):  # --p2-score pvl
+        config = bench.p2_config(algorithm, 4, 16, score="pvl")
+        assert config["ued"]["score"] == "pvl"
+        Runner.check(config)
 
 
 def test_buffer_facts_find_unsolvable_levels_and_their_replay_weight(bench):

@@ -29,6 +29,7 @@ building a brax env does.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import importlib.util
@@ -417,6 +418,28 @@ def parse_maze(text: str) -> dict[str, np.ndarray]:
         "agent_pos": np.array([ax, ay], np.int32),
         "agent_dir": np.array(direction, np.int32),
     }
+
+
+def shortest_path(level) -> int | None:
+    """The fewest moves from a maze level's start cell to its goal (turns not counted), by
+    breadth-first search over its wall grid; None where no path exists (JaxUED's generator
+    places walls without checking). Runs on the host, for one level's task fields (`wall_map`
+    rows by y, positions as x, y): to describe a set of levels, not inside a program."""
+    walls = np.asarray(level["wall_map"], bool)
+    h, w = walls.shape
+    start, goal = tuple(int(v) for v in np.asarray(level["agent_pos"])), tuple(int(v) for v in np.asarray(level["goal_pos"]))
+    if start == goal:
+        return 0
+    seen, queue = {start: 0}, collections.deque([start])
+    while queue:
+        x, y = queue.popleft()
+        for nx, ny in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
+            if 0 <= nx < w and 0 <= ny < h and (nx, ny) not in seen and not walls[ny, nx]:
+                if (nx, ny) == goal:
+                    return seen[(x, y)] + 1
+                seen[(nx, ny)] = seen[(x, y)] + 1
+                queue.append((nx, ny))
+    return None
 
 
 def _spec_from_level(
