@@ -19,7 +19,14 @@ the generator, fixed seed), and the measurements behind the ranking: gradient up
 algorithm (and the ranking at equal updates), how hard generated levels are, and greedy against
 sampling-policy evaluation.
 
+Part `update`, where the recurrent update's time goes against maze_plr.py's: one PPO update of
+each side alone (its own network, optimiser and update function, `[256, 32]` random maze
+observations), at 1 and 5 epochs of one minibatch, each a fresh process, sides alternated, 3
+rounds; the two epoch counts split an update into a fixed part and a part per epoch; and each
+side's forward pass over the unroll. Written to `results/ued_maze_update.json`.
+
     python benchmarks/ued_maze.py --jaxued-repo PATH --peer-python PATH   # both parts, ~30 min
+    python benchmarks/ued_maze.py --part update --jaxued-repo PATH --peer-python PATH   # ~3 min
     python benchmarks/ued_maze.py --part 2                                # part 2 only
     python benchmarks/ued_maze.py --quick --jaxued-repo PATH --peer-python PATH
 
@@ -576,6 +583,60 @@ def equal_updates(details: dict) -> dict:
 # -- main ---------------------------------------------------------------------------------
 
 
+# -- part update: one recurrent update alone ------------------------------------------------------
+
+UPDATE_EPOCHS, UPDATE_ROUNDS, UPDATE_RUNS = (1, 5), 3, 5
+
+
+def update_summary(runs: dict[str, list[dict]]) -> dict:
+    """Per side: the median update at each epoch count, its split into a fixed part and a part
+    per epoch (from the two counts), and the forward pass; the ratios ours over the peer's."""
+    low, high = UPDATE_EPOCHS
+    out = {}
+    for side in ("ajax_tune", "jaxued"):
+        at = {e: statistics.median(r["update_s"] for r in runs[f"{side}/{e}"]) for e in UPDATE_EPOCHS}
+        per_epoch = (at[high] - at[low]) / (high - low)
+        forward = statistics.median(r["forward_s"] for key in runs if key.startswith(side) for r in runs[key])
+        out[side] = {
+            "update_s": {str(e): round(v, 4) for e, v in at.items()},
+            "per_epoch_s": round(per_epoch, 4),
+            "fixed_s": round(at[low] - low * per_epoch, 4),
+            "forward_s": round(forward, 4),
+        }
+    ours, peer = out["ajax_tune"], out["jaxued"]
+    out["ratio_ajax_tune_over_jaxued"] = {
+        key: round(ours[key] / peer[key], 2) for key in ("per_epoch_s", "fixed_s", "forward_s") if peer[key] > 0
+    } | {f"update_{high}_epochs": round(ours["update_s"][str(high)] / peer["update_s"][str(high)], 2)}
+    out["how_to_read"] = (
+        "Seconds per call, median of 5 timed calls per process and of the processes over rounds. "
+        "fixed_s is what an update costs besides its epochs: for ajax_tune the forward pass that "
+        "computes values, successor values and GAE before the epochs (maze_plr.py takes them from "
+        "its rollout); forward_s is ajax_tune's value_estimates (the unroll replayed, the successor "
+        "of every step, GAE) against maze_plr.py's network over the unroll."
+    )
+    return out
+
+
+def run_update_part(args, path: pathlib.Path, record: dict) -> None:
+    trial = p1_config("robust_plr", 1, P1_UPDATES)
+    sides = {}
+    for epochs in UPDATE_EPOCHS:
+        sides[f"ajax_tune/{epochs}"] = (
+            sys.executable,
+            "ajax_tune_recurrent_update.py",
+            {"agent": trial["agent"], "epochs": epochs, "runs": UPDATE_RUNS},
+        )
+        sides[f"jaxued/{epochs}"] = (
+            args.peer_python,
+            "jaxued_recurrent_update.py",
+            {"jaxued_repo": args.jaxued_repo, "epochs": epochs, "runs": UPDATE_RUNS},
+        )
+    runs = harness.alternate(sides, UPDATE_ROUNDS, log=lambda line: print(f"[ued_maze] update: {line}", flush=True))
+    record["update"] = {"runs": runs, "summary": update_summary(runs), "agent": trial["agent"]}
+    save(path, record)
+    print(json.dumps(record["update"]["summary"], indent=1))
+
+
 def load(path: pathlib.Path, fresh: bool) -> dict:
     if path.exists() and not fresh:
         return json.loads(path.read_text())
@@ -583,13 +644,13 @@ def load(path: pathlib.Path, fresh: bool) -> dict:
 
 
 def save(path: pathlib.Path, record: dict) -> None:
-    payload = {k: v for k, v in record.items() if k in ("part1", "part2", "peer", "loads", "commands")}
+    payload = {k: v for k, v in record.items() if k in ("part1", "part2", "update", "peer", "loads", "commands")}
     harness.write_results("ued_maze", payload, path)
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["1", "2", "all"], default="all")
+    parser.add_argument("--part", choices=["1", "2", "all", "update"], default="all")
     parser.add_argument("--jaxued-repo", default=None, help="a clone of DramaCow/jaxued at 0f8f128 (part 1)")
     parser.add_argument("--peer-python", default=None, help="a Python with jaxued==0.0.1, distrax, wandb on our JAX")
     parser.add_argument("--only", nargs="*", default=None, help="units to run, e.g. jaxued/accel/0 ajax_tune/dr")
@@ -641,7 +702,10 @@ def main(argv=None) -> None:
             parser.error(f"--p2-calls {args.p2_calls}: expected a multiple of {P2_POSTHOC_EVERY}")
         p2_calls = args.p2_calls
     path = (
-        pathlib.Path(args.out) if args.out else harness.RESULTS_DIR / ("ued_maze_quick.json" if args.quick else "ued_maze.json")
+        pathlib.Path(args.out)
+        if args.out
+        else harness.RESULTS_DIR
+        / ("ued_maze_quick.json" if args.quick else "ued_maze_update.json" if args.part == "update" else "ued_maze.json")
     )
     record = load(path, args.fresh)
     record.setdefault("loads", [])
@@ -649,9 +713,9 @@ def main(argv=None) -> None:
     record.setdefault("commands", []).append("python " + " ".join(shlex.quote(harness._relative(a)) for a in sys.argv))
     wanted = (lambda key: True) if args.only is None else (lambda key: key in args.only)
 
-    if args.part in ("1", "all"):
+    if args.part in ("1", "all", "update"):
         if not (args.jaxued_repo and args.peer_python):
-            parser.error("part 1 needs --jaxued-repo and --peer-python")
+            parser.error(f"part {args.part if args.part != 'all' else 1} needs --jaxued-repo and --peer-python")
         commit = jaxued_commit(args.jaxued_repo)
         if commit != JAXUED_COMMIT:
             print(f"[ued_maze] warning: {args.jaxued_repo} is at {commit}, not {JAXUED_COMMIT}", file=sys.stderr)
@@ -662,6 +726,9 @@ def main(argv=None) -> None:
             "ours": harness.installed_versions(sys.executable, ("ajax-tune", "jaxued")),
         }
         print(f"[ued_maze] versions: {json.dumps(record['peer'])}", flush=True)
+        if args.part == "update":
+            run_update_part(args, path, record)
+            return
         part = record["part1"]
         eval_every = 1 if args.quick else P1_EVAL_EVERY
         trial = p1_config("accel", p1_seeds, p1_updates)

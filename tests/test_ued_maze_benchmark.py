@@ -121,3 +121,16 @@ def test_recorded_warnings_name_no_directories():
         sys.path.remove(str(BENCHMARKS))
     out = "ok\n/usr/lib/python3.11/subprocess.py:1883: RuntimeWarning: os.fork() was called\n"
     assert alarms(out) == ["DIR/subprocess.py:1883: RuntimeWarning: os.fork() was called"]
+
+
+def test_update_summary_splits_an_update_into_its_fixed_part_and_its_epochs(bench):
+    def runs(side, fixed, per_epoch, forward):
+        return {f"{side}/{e}": [{"update_s": fixed + e * per_epoch, "forward_s": forward}] * 3 for e in (1, 5)}
+
+    summary = bench.update_summary({**runs("ajax_tune", 0.2, 0.3, 0.15), **runs("jaxued", 0.05, 0.25, 0.05)})
+    assert summary["ajax_tune"]["per_epoch_s"] == pytest.approx(0.3) and summary["ajax_tune"]["fixed_s"] == pytest.approx(0.2)
+    assert summary["jaxued"]["update_s"] == {"1": 0.3, "5": 1.3}
+    ratio = summary["ratio_ajax_tune_over_jaxued"]
+    assert (
+        ratio["fixed_s"] == 4.0 and ratio["forward_s"] == 3.0 and ratio["per_epoch_s"] == 1.2 and ratio["update_5_epochs"] == 1.31
+    )
