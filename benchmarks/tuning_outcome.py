@@ -177,11 +177,14 @@ def stretched_horizon(raw: dict, budget_s: float, cpus: int, lanes: int, task: s
     return max(train["total_timesteps"], int(math.ceil(steps / per_call)) * per_call)
 
 
-def experiment_for(task: str, tuner: str, s: dict) -> dict:
-    """The experiment `tuner` runs on `task` (`s`: the run's settings)."""
+def experiment_for(task: str, tuner: str, s: dict, repeat: int = 0) -> dict:
+    """The experiment `tuner` runs on `task` (`s`: the run's settings). Repeat `repeat` seeds the
+    tuner's own draws with `repeat` (`tune.seed`, a population's and its PBT's seed), so repeats
+    are independent draws of the tuner; the trials' `train.seed` stays the task's tuning seed."""
     raw = base_experiment(task, s["quick"])
     cpus, budget = s["cpus"], s["budget_s"]
     tune = raw.setdefault("tune", {})
+    tune["seed"] = repeat
     tune["time_budget_s"] = budget
     iterations = raw["stop"]["training_iteration"]
     train = raw["trial"]["train"]
@@ -212,7 +215,7 @@ def experiment_for(task: str, tuner: str, s: dict) -> dict:
         trial["resources"] = {"cpu": cpus}
         trial["population"] = {
             "size": k,
-            "seed": 0,
+            "seed": repeat,
             "draw": "stratified" if tuner == "population_pbt_cover" else "random",
             "space": space,
             "pbt": {
@@ -220,7 +223,7 @@ def experiment_for(task: str, tuner: str, s: dict) -> dict:
                 "quantile": 0.25,
                 "resample_probability": 0.25,
                 "perturbation_factors": [0.8, 1.2],
-                "seed": 0,
+                "seed": repeat,
                 "mutations": space,
             },
         }
@@ -253,7 +256,7 @@ def run_cell(task: str, tuner: str, repeat: int, s: dict, work: pathlib.Path, lo
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
-    experiment = experiment_for(task, tuner, s)
+    experiment = experiment_for(task, tuner, s, repeat)
     config = work / "experiment.yaml"
     config.write_text(yaml.safe_dump(experiment, sort_keys=False))
     cmd = [*ajax_tune_command(), "run", str(config), "--storage-path", str(work / "results"), "--name", tuner]

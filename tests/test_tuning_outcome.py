@@ -41,6 +41,17 @@ def test_every_tuners_experiment_on_every_task_is_accepted_and_trains_on_a_tunin
                 assert raw["trial"]["resources"]["cpu"] == 2
 
 
+def test_each_repeat_seeds_the_tuners_draws_and_keeps_the_tuning_seed(bench):
+    settings = {**bench.DEFAULTS, "quick": False, "cpus": 2, "test_seeds": 3}
+    for repeat in (0, 2):
+        for tuner in bench.TUNERS:
+            raw = bench.experiment_for("acrobot", tuner, settings, repeat)
+            assert raw["tune"]["seed"] == repeat
+            assert raw["trial"]["train"].get("seed", 0) == 0  # every config trains and is judged on the tuning seed
+            if tuner.startswith("population_pbt"):
+                assert raw["trial"]["population"]["seed"] == raw["trial"]["population"]["pbt"]["seed"] == repeat
+
+
 def test_incumbents_thinning_and_time_to_the_best_separate_tuners_median_final(bench):
     checkpoints = [{"t": t, "metric": m} for t, m in [(1, -400), (2, -450), (3, -300), (4, float("nan")), (5, -100)]]
     assert [c["t"] for c in bench.incumbent_changes(checkpoints)] == [1, 3, 5]
