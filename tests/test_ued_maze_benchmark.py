@@ -134,3 +134,20 @@ def test_update_summary_splits_an_update_into_its_fixed_part_and_its_epochs(benc
     assert (
         ratio["fixed_s"] == 4.0 and ratio["forward_s"] == 3.0 and ratio["per_epoch_s"] == 1.2 and ratio["update_5_epochs"] == 1.31
     )
+
+
+def test_median_seconds_runs_once_to_compile_then_times_the_rest():
+    import importlib.util
+    import time
+
+    spec = importlib.util.spec_from_file_location("protocol", BENCHMARKS / "peers" / "protocol.py")
+    protocol = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(protocol)
+    calls = []
+
+    def fn():
+        calls.append(None)
+        time.sleep(0.2 if len(calls) == 1 else 0.01)  # the first call is the slow, compiling one
+
+    median, fastest = protocol.median_seconds(fn, 3)
+    assert len(calls) == 4 and 0.01 <= fastest <= median < 0.1

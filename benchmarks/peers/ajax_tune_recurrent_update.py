@@ -9,7 +9,6 @@ Prints one `RESULT {...}` line (protocol.py).
 from __future__ import annotations
 
 import pathlib
-import statistics
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
@@ -52,9 +51,7 @@ forward = jax.jit(lambda s: agent.value_estimates(s, batch, carries))
 
 
 def seconds(fn, *args) -> tuple[float, float]:
-    jax.block_until_ready(fn(*args))  # compiles
-    runs = [protocol.time_call(lambda: jax.block_until_ready(fn(*args)))[1] for _ in range(settings["runs"])]
-    return statistics.median(runs), min(runs)
+    return protocol.median_seconds(lambda: jax.block_until_ready(fn(*args)), settings["runs"])
 
 
 update_s, update_min = seconds(update, state, jax.random.key(2))

@@ -37,6 +37,14 @@ def time_call(fn, *args):
     return out, time.perf_counter() - start, time.process_time() - cpu
 
 
+def median_seconds(fn, runs: int) -> tuple[float, float]:
+    """`fn()` once (the call that compiles), then `runs` timed calls: their median and fastest wall
+    seconds. `fn` must block until its work is done."""
+    fn()
+    times = [time_call(fn)[1] for _ in range(runs)]
+    return statistics.median(times), min(times)
+
+
 def timed_runs(fn, runs: int):
     """Call `fn(0)` (the call that compiles), then `fn(1)` ... `fn(runs)`, each timed as by
     `time_call`. Returns the last call's result, the first call's `(wall, cpu)` and the later
