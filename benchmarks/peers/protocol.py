@@ -37,14 +37,6 @@ def time_call(fn, *args):
     return out, time.perf_counter() - start, time.process_time() - cpu
 
 
-def median_seconds(fn, runs: int) -> tuple[float, float]:
-    """`fn()` once (the call that compiles), then `runs` timed calls: their median and fastest wall
-    seconds. `fn` must block until its work is done."""
-    fn()
-    times = [time_call(fn)[1] for _ in range(runs)]
-    return statistics.median(times), min(times)
-
-
 def timed_runs(fn, runs: int):
     """Call `fn(0)` (the call that compiles), then `fn(1)` ... `fn(runs)`, each timed as by
     `time_call`. Returns the last call's result, the first call's `(wall, cpu)` and the later
@@ -57,6 +49,14 @@ def timed_runs(fn, runs: int):
         out, *t = time_call(fn, i + 1)
         times.append(t)
     return out, first, times
+
+
+def median_seconds(fn, runs: int) -> tuple[float, float]:
+    """`timed_runs` of a call that takes no argument: the median and fastest wall seconds of the
+    calls after the compiling one."""
+    _, _, times = timed_runs(lambda _: fn(), runs)
+    walls = [wall for wall, _ in times]
+    return statistics.median(walls), min(walls)
 
 
 def throughput(first: tuple, runs: list[tuple], env_steps: float, useful_steps: float) -> dict:
