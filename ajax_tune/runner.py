@@ -14,19 +14,23 @@ With a `population` in its config, one runner trains every member as lanes of it
 curriculum (`curricula[k]`) over its own lanes, fed its own results and per-env statistics.
 With `population.pbt`, calls end with an exploit every `interval` calls (`population/pbt.py`):
 the lanes move on the device, each recipient's curriculum takes its donor's state, and the
-lineage goes into results and checkpoints.
+lineage goes into results and checkpoints. With `population.prune`, rungs end with the worse
+members stopped (`population/prune.py`): the program is rebuilt for the survivors' lanes, which
+go on exactly where they were, and checkpoints record who survived.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune import checkpoint, versions
@@ -42,7 +46,9 @@ from ajax_tune.loop.rollout import make_evaluate
 from ajax_tune.loop.summary import Health
 from ajax_tune.policy import HostPolicy, episode_statistics
 from ajax_tune.population import pbt as population_pbt
+from ajax_tune.population import prune as population_prune
 from ajax_tune.population import results as population
+from ajax_tune.results import keys as K
 from ajax_tune.results.keys import EVAL_KEYS, START_KEYS, START_PREFIX, TRAIN_KEYS
 from ajax_tune.results.predict import check_metric, keys_of, member_keys_of, member_own_keys
 from ajax_tune.samplers.stats import EnvStats
@@ -57,11 +63,22 @@ class DivergedError(RuntimeError):
 
 
 class Runner:
-    def __init__(self, config: Mapping | Config, *, trial_id: str = "", trial_name: str = ""):
+    def __init__(
+        self,
+        config: Mapping | Config,
+        *,
+        trial_id: str = "",
+        trial_name: str = "",
+        survivors: Sequence[int] | None = None,
+    ):
+        """`survivors`: the members of the config's population this runner trains (those a
+        pruned population kept, as its checkpoints record them); default every member."""
         versions.check_once(stacklevel=2)  # the first runner of a process: installed versions in range?
         self.trial_id, self.trial_name = trial_id, trial_name
-        self.config = Config.from_dict(config)
-        self.retired_compilations = 0  # of loops this runner replaced (reconfigure)
+        self.asked = Config.from_dict(config)  # as given; `config` is what trains now (a pruned population's survivors)
+        self.retired_compilations = 0  # of loops this runner replaced (reconfigure, a prune)
+        self.survivors, self.rungs = self._check_survivors(survivors), 0
+        self.config = self._live_config()
         self._build_loop()
         self._start_run()
 
@@ -87,10 +104,49 @@ class Runner:
             check_metric(cfg.population.metric, member_keys_of(cfg, loop, parts), "population.select.metric")
         return cfg
 
+    def _check_survivors(self, survivors: Sequence[int] | None) -> tuple[int, ...] | None:
+        """`survivors` checked against the population as given: None (every member) or a
+        non-empty, increasing list of its members."""
+        if survivors is None:
+            return None
+        size = self.asked.num_members
+        chosen = tuple(survivors)
+        if (
+            self.asked.population is None
+            or not chosen
+            or not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) and 0 <= k < size for k in chosen)
+            or list(chosen) != sorted(set(chosen))
+        ):
+            raise ConfigError(
+                f"survivors must be increasing member indices in [0, {size - 1}] of the config's population, got {survivors!r}"
+            )
+        chosen = tuple(int(k) for k in chosen)
+        return None if len(chosen) == size else chosen
+
+    def _live_config(self) -> Config:
+        """The config as given, its population restricted to the survivors."""
+        if self.survivors is None:
+            return self.asked
+        return dataclasses.replace(self.asked, population=self.asked.population.restricted(self.survivors))
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        """Each member's index in the population as configured."""
+        return self.survivors if self.survivors is not None else tuple(range(self.asked.num_members))
+
     def _build_loop(self) -> None:
         self.env, self.loop = build_loop(self.config)
         self._evaluators: dict[int, Any] = {}
         self._gather = population_pbt.lane_gather()  # PBT's exploit, compiled on first use
+
+    def _use_survivors(self, survivors: Sequence[int] | None) -> None:
+        """Train `survivors` of the population as given from here on: the config and the
+        program for their lanes (the old program's compilations retired). State and curricula
+        are the caller's to set."""
+        self.survivors = self._check_survivors(survivors)
+        old_loop, self.config = self.loop, self._live_config()
+        self._build_loop()
+        self.retired_compilations += old_loop.compilations
 
     def _start_run(self) -> None:
         """A fresh run of the current config: new state, new curriculum, counters at zero."""
@@ -100,9 +156,25 @@ class Runner:
         if pop is not None and pop.metric not in (*EVAL_KEYS, *START_KEYS, *TRAIN_KEYS):
             check_metric(pop.metric, member_keys_of(cfg, self.loop, parts), "population.select.metric")
         self.heldout = parts.heldout
-        size = cfg.num_members
+        controls, contexts = self._controls(parts.levels)
+        self.control = controls[0]  # member 0's (every lane's in a trial of one)
+        self.curricula = parts.curricula(controls, contexts)
+        self._member_own_keys = sorted(member_own_keys(self.loop, parts)) if pop is not None else []
+        self.pbt = None if pop is None or pop.pbt is None else population_pbt.InTrialPBT(cfg, self._gather)
+        state = self.loop.init(seed=[m.train.seed for m in cfg.members], task=parts.start_task)
+        if self.heldout is not None:
+            state = self.loop.set_heldout(state, self.heldout)
+        self.state = self._set_hparams(state)
+        self.iteration = 0
+        self.best_member = 0
+        for curriculum in self.curricula:
+            curriculum.setup()
+
+    def _controls(self, levels) -> tuple[list[TaskControl], list[EnvContext]]:
+        """Each member's control over its lanes of the current loop, and its env context."""
+        cfg, size = self.config, self.config.num_members
         controls = [
-            TaskControl(self.loop, parts.levels, owner=self, member=k, lanes=None if size == 1 else self.loop.member_lanes(k))
+            TaskControl(self.loop, levels, owner=self, member=k, lanes=None if size == 1 else self.loop.member_lanes(k))
             for k in range(size)
         ]
         contexts = [
@@ -116,18 +188,7 @@ class Runner:
             )
             for k in range(size)
         ]
-        self.control = controls[0]  # member 0's (every lane's in a trial of one)
-        self.curricula = parts.curricula(controls, contexts)
-        self._member_own_keys = sorted(member_own_keys(self.loop, parts)) if pop is not None else []
-        self.pbt = None if pop is None or pop.pbt is None else population_pbt.InTrialPBT(cfg, self._gather)
-        state = self.loop.init(seed=[m.train.seed for m in cfg.members], task=parts.start_task)
-        if self.heldout is not None:
-            state = self.loop.set_heldout(state, self.heldout)
-        self.state = self._set_hparams(state)
-        self.iteration = 0
-        self.best_member = 0
-        for curriculum in self.curricula:
-            curriculum.setup()
+        return controls, contexts
 
     @property
     def curriculum(self):
@@ -152,7 +213,7 @@ class Runner:
         Returns whether the program was rebuilt.
         """
         new = Config.from_dict(config)
-        rebuild = new.static_settings() != self.config.static_settings()
+        rebuild = new.static_settings() != self.config.static_settings()  # a pruned population's differ too
         if rebuild:
             old, old_loop, self.config = self.config, self.loop, new
             try:
@@ -165,6 +226,7 @@ class Runner:
             self.config = new
             self.loop.config = new.train  # same static fields; seed and horizon are read at init
             self.loop.agent.config = new.agent
+        self.asked, self.survivors, self.rungs = new, None, 0
         self._start_run()
         return rebuild
 
@@ -210,6 +272,8 @@ class Runner:
             population.member_results(pop, result, results, self._member_own_keys, self.best_member)
         if self.pbt is not None:
             self._exploit(result, results)
+        if pop is not None and pop.prune is not None:
+            self._prune(result, results)
         horizon = max(m.train.total_timesteps for m in self.members)
         result["done"] = self.loop.timestep(self.state) >= horizon or (diverged and self.config.train.on_nonfinite == "stop")
         return result
@@ -227,6 +291,29 @@ class Runner:
                 self.curricula[recipient].set_state(state, f"member {donor}'s curriculum")
                 self.curricula[recipient].reseed(self.pbt.curriculum_salt(recipient))
         result.update(self.pbt.metrics())
+
+    def _prune(self, result: dict, results: list[dict]) -> None:
+        """Successive halving's rung, when this call ends one: the best members go on alone, on
+        a program rebuilt for their lanes, each exactly where it was; `result` (this call's,
+        numbered as its members were) says who each member is and how many rungs have passed."""
+        pop = self.config.population
+        for k, origin in enumerate(self.origin):
+            result[K.member_key(k, K.ORIGIN[0])] = float(origin)
+        keep = pop.prune.keep(pop.size)
+        if keep < pop.size and self.iteration >= pop.prune.rung_end(self.rungs):
+            chosen = population_prune.ranked_survivors(results, pop.metric, pop.mode, keep)
+            lanes = population_prune.lane_index(chosen, self.config.train.num_seeds)
+            state = population_prune.take_lanes(self.state, jnp.asarray(lanes))
+            curricula, levels = [self.curricula[k] for k in chosen], self.control.levels
+            self._use_survivors([self.origin[k] for k in chosen])
+            controls, contexts = self._controls(levels)
+            for curriculum, control, context in zip(curricula, controls, contexts, strict=True):
+                curriculum.rebind(control, context)
+            self.curricula, self.control = tuple(curricula), controls[0]
+            self.state = self._set_hparams(state)
+            self.best_member = chosen.index(self.best_member) if self.best_member in chosen else 0
+            self.rungs += 1
+        result[K.PRUNE_KEYS[0]] = float(self.rungs)
 
     def _on_nonfinite(self, result: dict, health: Health) -> bool:
         """A diverged call: its scores become the worst there is (so ASHA stops it and PBT never
@@ -296,7 +383,8 @@ class Runner:
             **states[0],  # where a trial of one has always kept its curriculum
             **({"curricula": states} if len(states) > 1 else {}),
             **({"pbt": self.pbt.get_state()} if self.pbt is not None else {}),
-            "config": self.config.to_dict(),
+            **({"prune": {"survivors": list(self.origin), "rungs": self.rungs}} if self._prunes else {}),
+            "config": self.asked.to_dict(),  # a pruned population's survivors are in "prune"
             "result": {k: v for k, v in (result or {}).items() if isinstance(v, (int, float, str, bool))},
         }
         return str(self.loop.save(directory, self.state, extra=extra))
@@ -304,7 +392,9 @@ class Runner:
     def restore(self, directory) -> None:
         """Continue from a checkpoint. One saved by another trial (a PBT exploit) gets this
         trial's random stream; one saved by this trial continues bit-exactly. Traced settings
-        come from the current config, so mutated hyperparameters apply from here on."""
+        come from the current config, so mutated hyperparameters apply from here on. A pruned
+        population's checkpoint brings back its survivors' lanes (the program rebuilt for them)."""
+        self._restore_survivors(directory)
         state, metadata = self.loop.restore(directory)
         refuse_nonfinite(directory, state.agent)
         extra = metadata.get("extra", {})
@@ -329,10 +419,27 @@ class Runner:
         if self.heldout is not None:  # the held-out set of the config in force
             state = self.loop.set_heldout(state, self.heldout)
         self.state = self._set_hparams(state)
+        self.rungs = int((extra.get("prune") or {}).get("rungs", 0))
         self.iteration = int(extra.get("iteration", 0))
         self.best_member = int(extra.get("best_member", 0))
         for curriculum in self.curricula:
             curriculum.on_checkpoint_load(directory)
+
+    @property
+    def _prunes(self) -> bool:
+        return self.asked.population is not None and self.asked.population.prune is not None
+
+    def _restore_survivors(self, directory) -> None:
+        """Rebuild for the members a checkpoint holds, when they are not the ones training now
+        (a fresh run: its curricula get their states from the checkpoint next)."""
+        saved = (checkpoint.read_metadata(directory).get("extra", {}).get("prune") or {}).get("survivors")
+        try:
+            wanted = self._check_survivors(saved)
+        except ConfigError as exc:
+            raise CheckpointError(f"{directory} holds a pruned population that does not fit this config: {exc}") from None
+        if wanted != self.survivors:
+            self._use_survivors(wanted)
+            self._start_run()
 
     @classmethod
     def from_checkpoint(cls, directory, *, curriculum: bool = False) -> Runner:
@@ -347,13 +454,15 @@ class Runner:
             raise CheckpointError(f"{directory} does not record its config; it was not written by a Runner")
         if not curriculum:
             config = {**config, "env_task_fn": None, "callbacks": [], "task_sampler": None}
-        runner = cls(config, trial_id=extra.get("trial_id", ""))
+        prune = extra.get("prune") or {}
+        runner = cls(config, trial_id=extra.get("trial_id", ""), survivors=prune.get("survivors"))
         if curriculum:
             runner.restore(directory)
         else:
             state, _ = runner.loop.restore(directory)
             refuse_nonfinite(directory, state.agent)
             runner.state, runner.iteration = state, int(extra.get("iteration", 0))
+            runner.rungs = int(prune.get("rungs", 0))
             runner.best_member = int(extra.get("best_member", 0))
             if runner.pbt is not None:
                 runner.pbt.set_state(extra.get("pbt"), directory)

@@ -97,10 +97,12 @@ def recorded_checkpoint(path: str, member: int | None) -> tuple[str, dict]:
     checkpoint, note = find_complete(path)
     if note:
         print(note, file=sys.stderr)
-    config = read_metadata(checkpoint).get("extra", {}).get("config")
+    extra = read_metadata(checkpoint).get("extra", {})
+    config = extra.get("config")
     if config is None:
         raise CheckpointError(f"{checkpoint} does not record its config; it was not written by ajax_tune's Runner")
-    size = len((config.get("population") or {}).get("members") or [None])
+    survivors = (extra.get("prune") or {}).get("survivors")  # a pruned population's members, renumbered
+    size = len(survivors or (config.get("population") or {}).get("members") or [None])
     if member is not None and not 0 <= member < size:
         raise UsageError(f"--member must be in [0, {size - 1}] (the checkpoint's population has {size} member(s)), got {member}")
     return checkpoint, config

@@ -47,12 +47,17 @@ class Curriculum:
         sampler: TaskSampler | None = None,
         histogram: TaskHistogram | None = None,
     ):
-        self.control, self.env_ctx = control, env_ctx
         self.env_task_fn, self.callbacks = env_task_fn, list(callbacks)
         self.sampler, self.histogram = sampler, histogram
-        self.task_settable_env = TaskSettableEnv(control)
         self.env_stats: EnvStats | None = None  # of the last call
-        control.sampler = sampler
+        self.rebind(control, env_ctx)
+
+    def rebind(self, control: TaskControl, env_ctx: EnvContext) -> None:
+        """Steer another control's lanes from here on, keeping everything else (a population
+        whose program was rebuilt for fewer members: each survivor's curriculum goes on as it was)."""
+        self.control, self.env_ctx = control, env_ctx
+        self.task_settable_env = TaskSettableEnv(control)
+        control.sampler = self.sampler
         control.on_task_change(lambda old, new: self._hook("on_task_change", old, new))
 
     @property

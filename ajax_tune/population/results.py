@@ -28,10 +28,11 @@ def population_keys(population: Population) -> list[str]:
     """Every key a population adds to a result."""
     metrics = member_metrics(population.metric)
     out = list(K.POPULATION_KEYS)
-    lineage = K.LINEAGE if population.pbt is not None else ()
+    lineage = K.LINEAGE if population.pbt is not None else K.ORIGIN if population.prune is not None else ()
     for k, member in enumerate(population.members):
         out += K.member_keys(k, (*metrics, *lineage), setting_values(member))
-    return out + list(K.PBT_KEYS if population.pbt is not None else ())
+    out += K.PBT_KEYS if population.pbt is not None else ()
+    return out + list(K.PRUNE_KEYS if population.prune is not None else ())
 
 
 def split(out: Any, num_members: int) -> list[Any]:

@@ -17,7 +17,9 @@ keys are those of the best member by `select` (or the mean over members, `headli
 
 A `pbt` subsection runs population-based training inside the trial: every `interval` calls the
 worst members take a copy of a better member's whole state and explored traced settings
-(`population_pbt.py`; parsed here, as `PBT`).
+(`population_pbt.py`; parsed here, as `PBT`). A `prune` subsection stops the worst members
+instead, successive halving inside the trial, so that the survivors train on the lanes' time
+(`population/prune.py`; parsed here, as `Prune`).
 
 Curricula run per member: the trial's env_task_fn, callbacks and task sampler are built once for
 each member, and each sees only its member's results and envs (`Runner.curricula`); what each
@@ -32,7 +34,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,10 +45,11 @@ from ajax_tune.imports import did_you_mean
 from ajax_tune.schedules import KINDS, Schedule
 from ajax_tune.spaces import DESCEND, Domain, map_spaces, parse_spaces
 
-SECTION_KEYS = ("members", "size", "space", "seed", "draw", "select", "headline", "pbt")
+SECTION_KEYS = ("members", "size", "space", "seed", "draw", "select", "headline", "pbt", "prune")
 #: How `size` members are drawn from `space`: independently, or stratified so they cover it.
 DRAWS = ("random", "stratified")
 PBT_KEYS = ("interval", "quantile", "mutations", "resample_probability", "perturbation_factors", "seed")
+PRUNE_KEYS = ("grace_period", "reduction_factor", "min_members")
 #: Distributions a number may be resampled from (and perturbed within); `choice` is a list.
 NUMBER_DOMAINS = ("uniform", "loguniform", "quniform", "qloguniform", "randint")
 SELECT_MODES = ("max", "min")
@@ -70,10 +73,17 @@ class Population:
     mode: str = "max"
     headline: str = "best"
     pbt: PBT | None = None
+    prune: Prune | None = None
 
     @property
     def size(self) -> int:
         return len(self.members)
+
+    def restricted(self, members: Sequence[int]) -> Population:
+        """The same population holding only `members` (indices into this one, in their order)."""
+        return dataclasses.replace(
+            self, overrides=tuple(self.overrides[k] for k in members), members=tuple(self.members[k] for k in members)
+        )
 
     def to_dict(self) -> dict:
         """What `parse` reads back to the same members (draws written out as members)."""
@@ -84,6 +94,8 @@ class Population:
         }
         if self.pbt is not None:
             out["pbt"] = copy.deepcopy(self.pbt.section)
+        if self.prune is not None:
+            out["prune"] = self.prune.to_dict()
         return out
 
     @classmethod
@@ -116,7 +128,13 @@ class Population:
         if headline not in HEADLINES:
             raise ConfigError(f"population.headline must be one of {list(HEADLINES)}, got {headline!r}")
         pbt = None if section.get("pbt") is None else PBT.parse(section["pbt"], base, make_member, len(members))
-        return cls(tuple(overrides), tuple(members), metric, mode, headline, pbt)
+        prune = None if section.get("prune") is None else Prune.parse(section["prune"], len(members))
+        if pbt is not None and prune is not None:
+            raise ConfigError(
+                "population: give pbt or prune, not both (pbt keeps every lane busy with copies of the better "
+                "members; prune stops the worse members so that the rest train faster)"
+            )
+        return cls(tuple(overrides), tuple(members), metric, mode, headline, pbt, prune)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +206,51 @@ class PBT:
             tuple(float(f) for f in factors),
             seed,
         )
+
+
+@dataclasses.dataclass(frozen=True)
+class Prune:
+    """`population.prune`: successive halving between the members of one trial.
+
+    Rung i ends after `grace_period * (1 + f + ... + f**i)` calls (f the `reduction_factor`), so
+    that each rung trains about as many env steps in all as the first: at the end of a rung the
+    best `ceil(size / f)` members by `select` go on (never fewer than `min_members`) and the
+    others stop; the program is rebuilt for the survivors' lanes, one compilation per size."""
+
+    grace_period: int = 1
+    reduction_factor: int = 2
+    min_members: int = 1
+
+    @classmethod
+    def parse(cls, section: Any, size: int) -> Prune:
+        where = "population.prune"
+        if not isinstance(section, Mapping):
+            raise ConfigError(f"{where} must be a mapping with keys {list(PRUNE_KEYS)}, got {section!r}")
+        check_keys(section, PRUNE_KEYS, f"{where}.")
+        values = {name: section.get(name, getattr(cls, name)) for name in PRUNE_KEYS}
+        least = {"grace_period": 1, "reduction_factor": 2, "min_members": 1}
+        what = {"grace_period": "calls", "reduction_factor": "a factor", "min_members": "members"}
+        for name, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < least[name]:
+                raise ConfigError(f"{where}.{name} must be a whole number of {what[name]} >= {least[name]}, got {value!r}")
+        if values["min_members"] >= size:
+            raise ConfigError(
+                f"{where}.min_members must be below the population's size ({size}) or nothing is ever stopped, "
+                f"got {values['min_members']}"
+            )
+        return cls(**values)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def rung_end(self, rung: int) -> int:
+        """The call that ends rung `rung` (0: the first)."""
+        f = self.reduction_factor
+        return self.grace_period * (f ** (rung + 1) - 1) // (f - 1)
+
+    def keep(self, size: int) -> int:
+        """How many of `size` members go on past a rung."""
+        return min(size, max(self.min_members, math.ceil(size / self.reduction_factor)))
 
 
 def _is_number(value: Any) -> bool:

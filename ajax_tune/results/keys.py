@@ -112,6 +112,12 @@ MEMBER_METRICS = (
 LINEAGE = ("parent", "exploits")
 PBT_KEYS = ("population/exploits", "perf/exploit_compilations")
 
+#: Successive halving inside a trial (`population.prune`): per member `member/<k>/origin` (its
+#: index in the population as configured: members are renumbered after each rung) and the rungs
+#: the population has passed (each one stopped its worse members).
+ORIGIN = ("origin",)
+PRUNE_KEYS = ("population/rungs",)
+
 
 # In a population each member's curriculum reports, under `member/<k>/`, what it would report
 # in a single run of the member: the task its envs ran (`curriculum/task/*`) and the next one
