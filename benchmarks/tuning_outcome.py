@@ -25,7 +25,11 @@ wall-clock budget (`tune.time_budget_s`):
   CPUs, with PBT inside the trial (`population.pbt`, every 2 calls), its horizon stretched to the
   budget;
 - `population_pbt_cover`: the same, its 16 members drawn stratified over the space
-  (`population.draw: stratified`, a Latin hypercube) instead of independently.
+  (`population.draw: stratified`, a Latin hypercube) instead of independently;
+- `population_halving`: one population trial of 16 members drawn from the same space, on all
+  the CPUs, with successive halving inside the trial (`population.prune`: after 1 call the best
+  quarter goes on, after 4 more the best one, alone, to a separate trial's horizon), so the
+  survivors train at the rate the stopped members gave up.
 
 Tuning and test seeds are kept apart (Eimer et al., 2023): trials train and evaluate with
 `train.seed` 0 (every config of every tuner: common random numbers), and the tuners see only those
@@ -91,7 +95,7 @@ TASKS = {
     "breakout": {"config": "outcome_breakout.yaml", "lane_steps_per_s": 25_000},
     "pendulum": {"config": "outcome_pendulum.yaml", "lane_steps_per_s": 1_200},
 }
-TUNERS = ("random", "asha", "pbt", "population_tpe", "population_pbt", "population_pbt_cover")
+TUNERS = ("random", "asha", "pbt", "population_tpe", "population_pbt", "population_pbt_cover", "population_halving")
 SEPARATE = ("random", "asha", "pbt")  # separate-trial tuners: the best of them sets the target
 TEST_SEEDS = (1_000_003, 1_000_033, 1_000_037)  # never a train.seed (those stay below 1000)
 TRAIN_SEED_LIMIT = 1000
@@ -101,6 +105,7 @@ DEFAULTS = {
     "population_size": 8,  # tune.population with TPE: configs per trial
     "pbt_members": 16,  # population.pbt: members of the one trial
     "pbt_interval": 2,  # calls between exploits, for both PBTs
+    "halving": {"grace_period": 1, "reduction_factor": 4},  # population.prune: 16 -> 4 -> 1 members
     "test_episodes": 16,  # per test seed
     "max_evals": 12,  # incumbents evaluated per run (thinned evenly past that, the last always)
 }
@@ -110,6 +115,7 @@ QUICK = {
     "population_size": 4,
     "pbt_members": 4,
     "pbt_interval": 1,
+    "halving": {"grace_period": 1, "reduction_factor": 2},  # 4 -> 2 -> 1 members
     "test_episodes": 4,
     "max_evals": 4,
 }
@@ -235,6 +241,12 @@ def experiment_for(task: str, tuner: str, s: dict, repeat: int = 0) -> dict:
         raw["trial"] = trial
         raw["stop"] = {"training_iteration": horizon // train["timesteps_per_iteration"]}
         tune.update(num_samples=1)
+    elif tuner == "population_halving":
+        trial = fixed
+        trial["resources"] = {"cpu": cpus}
+        trial["population"] = {"size": s["pbt_members"], "seed": repeat, "space": space, "prune": dict(s["halving"])}
+        raw["trial"] = trial  # the survivor trains to a separate trial's horizon, on the same schedule
+        tune.update(num_samples=1)
     else:
         raise ValueError(tuner)
     raw["name"] = f"{task}_{tuner}"
@@ -337,9 +349,9 @@ def scan(directory: pathlib.Path, t0: float, metric: str, seeds: int) -> tuple[d
         if not rows:
             continue
         started += 1
-        size = int(rows[-1].get("population/size", 1))
-        configs += size
-        env_steps += sum(int(r.get("timesteps_this_iter", 0)) for r in rows) * size * seeds
+        configs += int(rows[0].get("population/size", 1))
+        # every member of a call trained its steps (a pruned population's size falls between calls)
+        env_steps += sum(int(r.get("timesteps_this_iter", 0)) * int(r.get("population/size", 1)) for r in rows) * seeds
         horizon_reached.append(bool(rows[-1].get("done", False)))
         for path in sorted(trial.glob("checkpoint_*")):
             try:
@@ -633,7 +645,17 @@ def tree_commit() -> str:
     return (done.stdout.strip() or "unknown") + ("+changes" if dirty.stdout.strip() else "")
 
 
-SETTINGS_THAT_MUST_MATCH = ("quick", "budget_s", "cpus", "population_size", "pbt_members", "pbt_interval", "test_episodes")
+#: (a setting the JSON does not hold yet, as `halving` before its tuner ran, is not compared)
+SETTINGS_THAT_MUST_MATCH = (
+    "quick",
+    "budget_s",
+    "cpus",
+    "population_size",
+    "pbt_members",
+    "pbt_interval",
+    "halving",
+    "test_episodes",
+)
 
 
 def load_previous(path: pathlib.Path, settings: dict) -> dict:
