@@ -15,6 +15,7 @@ import jax
 import numpy as np
 import pytest
 
+from ajax_tune.cli import main
 from ajax_tune.config import ConfigError
 from ajax_tune.errors import CheckpointError
 from ajax_tune.population.prune import lane_index, survivors
@@ -143,6 +144,18 @@ def test_a_checkpoint_of_survivors_that_this_population_does_not_have_is_refused
     with pytest.raises(CheckpointError, match=r"holds a pruned population that does not fit this config: survivors must"):
         two.restore(path)
     assert two.loop.num_lanes == 4 and two.origin == (0, 1)  # nothing changed
+
+
+def test_the_command_line_counts_a_pruned_checkpoints_survivors(tmp_path, capsys):
+    runner = Runner(prune_config(), trial_id="prune", survivors=[1, 3])
+    path = runner.save(tmp_path / "ckpt")
+    assert main(["evaluate", path, "--episodes", "2", "--json", "--member", "1"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", path, "--member", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.endswith(
+        "--member must be in [0, 1] (the checkpoint's population has 2 member(s)), got 2"
+    )
 
 
 def test_survivors_rank_by_the_selection_metric_nan_and_diverged_members_last():
