@@ -50,7 +50,7 @@ average is recorded at the start and end of every run; the JSON is written after
 run with the same `--out` skips the cells it already holds (resumable). The table, the curves and
 the PNG come from the JSON alone (`--plot-only` redraws them).
 
-    python benchmarks/tuning_outcome.py                          # 3 tasks x 5 tuners x 3 repeats, 600 s each
+    python benchmarks/tuning_outcome.py                          # 3 tasks x 7 tuners x 3 repeats, 600 s each
     python benchmarks/tuning_outcome.py --tasks acrobot --tuners random population_pbt --budget-s 300
     python benchmarks/tuning_outcome.py --quick                  # acrobot, tiny trials, 60 s each, once
     python benchmarks/tuning_outcome.py --plot-only              # the table and PNG from the JSON
