@@ -29,7 +29,10 @@ wall-clock budget (`tune.time_budget_s`):
 - `population_halving`: one population trial of 16 members drawn from the same space, on all
   the CPUs, with successive halving inside the trial (`population.prune`: after 1 call the best
   quarter goes on, after 4 more the best one, alone, to a separate trial's horizon), so the
-  survivors train at the rate the stopped members gave up.
+  survivors train at the rate the stopped members gave up;
+- `population_halving_long`: the same, the survivor's horizon stretched to the budget as the PBT
+  tuners' are (one lane per CPU at the task's rough rate), so that a bracket that ends early does
+  not leave the budget unused.
 
 Tuning and test seeds are kept apart (Eimer et al., 2023): trials train and evaluate with
 `train.seed` 0 (every config of every tuner: common random numbers), and the tuners see only those
@@ -95,7 +98,16 @@ TASKS = {
     "breakout": {"config": "outcome_breakout.yaml", "lane_steps_per_s": 25_000},
     "pendulum": {"config": "outcome_pendulum.yaml", "lane_steps_per_s": 1_200},
 }
-TUNERS = ("random", "asha", "pbt", "population_tpe", "population_pbt", "population_pbt_cover", "population_halving")
+TUNERS = (
+    "random",
+    "asha",
+    "pbt",
+    "population_tpe",
+    "population_pbt",
+    "population_pbt_cover",
+    "population_halving",
+    "population_halving_long",
+)
 SEPARATE = ("random", "asha", "pbt")  # separate-trial tuners: the best of them sets the target
 TEST_SEEDS = (1_000_003, 1_000_033, 1_000_037)  # never a train.seed (those stay below 1000)
 TRAIN_SEED_LIMIT = 1000
@@ -241,11 +253,15 @@ def experiment_for(task: str, tuner: str, s: dict, repeat: int = 0) -> dict:
         raw["trial"] = trial
         raw["stop"] = {"training_iteration": horizon // train["timesteps_per_iteration"]}
         tune.update(num_samples=1)
-    elif tuner == "population_halving":
+    elif tuner in ("population_halving", "population_halving_long"):
         trial = fixed
         trial["resources"] = {"cpu": cpus}
         trial["population"] = {"size": s["pbt_members"], "seed": repeat, "space": space, "prune": dict(s["halving"])}
-        raw["trial"] = trial  # the survivor trains to a separate trial's horizon, on the same schedule
+        if tuner.endswith("long"):  # the survivor's schedule spans the budget
+            horizon = stretched_horizon(raw, budget, cpus, cpus, task)
+            trial["train"]["total_timesteps"] = horizon
+            raw["stop"] = {"training_iteration": horizon // train["timesteps_per_iteration"]}
+        raw["trial"] = trial  # else the survivor trains to a separate trial's horizon, on the same schedule
         tune.update(num_samples=1)
     else:
         raise ValueError(tuner)
