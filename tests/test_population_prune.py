@@ -23,7 +23,13 @@ from ajax_tune.population.spec import Prune
 from ajax_tune.results import keys as K
 from ajax_tune.results.predict import result_keys
 from ajax_tune.runner import Runner
-from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
+from tests.support.helpers import (
+    assert_refused_before_compiling,
+    assert_trees_equal,
+    corridor_config,
+    host,
+    tiny_off_policy_config,
+)
 
 RTOL, ATOL = 1e-5, 1e-6
 MEMBERS = [{"agent": {"lr": p}} for p in (3e-4, 1e-3, 3e-3, 6e-3)]
@@ -104,6 +110,26 @@ def test_survivors_go_on_as_the_unpruned_twin_trains_them_and_each_size_compiles
     assert fourth[K.member_key(0, "origin")] == float(kept[best])
     assert fourth["perf/compilations"] == 3  # 4, 2 and 1 members: one program each
     assert fourth["env_steps"] == 4 * fourth["timesteps_this_iter"]
+
+
+@pytest.mark.parametrize("agent", ["dqn", "sac"])
+def test_an_off_policy_survivor_keeps_its_own_replay_buffer_and_trains_on(agent):
+    """Replay buffers, target networks and two optimisers are lanes of the state like the rest:
+    a rung gathers them whole, and the survivors' next call runs on the smaller program."""
+    base = tiny_off_policy_config(agent, train={"timesteps_per_iteration": 64, "num_seeds": 2})
+    members = [{"agent": {"lr": lr}, "train": {"seed": k}} for k, lr in enumerate((1e-3, 3e-3, 1e-4))]
+    config = {**base, "population": {"members": members, "prune": {"reduction_factor": 3}, "select": {"metric": SELECT}}}
+    runner, twin = Runner(config), Runner(without_prune(config))
+    first, twin_first = runner.train(), twin.train()
+    kept = expected_survivors(twin_first, 3, 1)
+    assert len(set(member_values(twin_first, SELECT, 3))) == 3  # chosen by its score, not by a tie
+    assert runner.origin == tuple(kept) and runner.loop.num_lanes == 2
+    assert_trees_equal(host(runner.state), take(host(twin.state), kept))
+    buffers = jax.tree.leaves(host(runner.state).agent.buffer)
+    assert buffers and any(np.any(b != 0) for b in buffers)  # a filled buffer came along
+    second = runner.train()
+    assert second["population/size"] == 1.0 and second["perf/compilations"] == 2
+    assert second["env_steps"] == 2 * first["timesteps_this_iter"]
 
 
 @pytest.mark.heavy
