@@ -112,6 +112,17 @@ def test_survivors_go_on_as_the_unpruned_twin_trains_them_and_each_size_compiles
     assert fourth["env_steps"] == 4 * fourth["timesteps_this_iter"]
 
 
+def test_a_recurrent_survivor_keeps_its_carries():
+    config = prune_config()
+    config["agent"] = {**config["agent"], "recurrent": {"cell": "lstm", "size": 16}}
+    runner, twin = Runner(config), Runner(without_prune(config))
+    runner.train()
+    kept = expected_survivors(twin.train(), 4, 2)
+    assert runner.origin == tuple(kept)
+    assert_trees_equal(host(runner.state), take(host(twin.state), kept))  # the LSTM's carries with the rest
+    assert runner.train()["perf/compilations"] == 2
+
+
 @pytest.mark.parametrize("agent", ["dqn", "sac"])
 def test_an_off_policy_survivor_keeps_its_own_replay_buffer_and_trains_on(agent):
     """Replay buffers, target networks and two optimisers are lanes of the state like the rest:
