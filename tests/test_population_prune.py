@@ -30,6 +30,7 @@ from tests.support.helpers import (
     host,
     tiny_off_policy_config,
 )
+from tests.test_population_pbt import CARTPOLE_PBT
 
 RTOL, ATOL = 1e-5, 1e-6
 MEMBERS = [{"agent": {"lr": p}} for p in (3e-4, 1e-3, 3e-3, 6e-3)]
@@ -215,8 +216,8 @@ def test_rungs_double_in_length_as_members_halve():
     ("prune", "message"),
     [
         ({"grace_period": 0}, r"^population.prune.grace_period must be a whole number of calls >= 1, got 0$"),
-        ({"reduction_factor": 1}, r"^population.prune.reduction_factor must be a whole number of a factor >= 2, got 1$"),
-        ({"reduction_factor": 1.5}, r"^population.prune.reduction_factor must be a whole number of a factor >= 2, got 1.5$"),
+        ({"reduction_factor": 1}, r"^population.prune.reduction_factor must be a whole number >= 2, got 1$"),
+        ({"reduction_factor": 1.5}, r"^population.prune.reduction_factor must be a whole number >= 2, got 1.5$"),
         ({"min_members": 4}, r"^population.prune.min_members must be below the population's size \(4\)"),
         ({"every": 2}, r"^unknown key population.prune.'every' Valid keys: grace_period, reduction_factor, min_members$"),
     ],
@@ -266,10 +267,8 @@ def test_a_pruned_population_trial_through_tune_reports_its_rungs_and_checkpoint
 
 # -- learning -------------------------------------------------------------------------------------
 
-CARTPOLE_PRUNE = {
-    "env": {"name": "cartpole"},
-    "agent": {"num_envs": 16, "unroll_length": 128, "num_minibatches": 4, "update_epochs": 4, "ent_coef": 0.0},
-    "train": {"total_timesteps": 400_000, "timesteps_per_iteration": 16 * 128 * 5, "num_seeds": 4, "eval_episodes": 4},
+CARTPOLE_PRUNE = {  # the in-trial PBT learning test's run (same env, agent and budget), halved instead
+    **{key: value for key, value in CARTPOLE_PBT.items() if key != "population"},
     "population": {
         "members": [{"agent": {"lr": {"kind": "linear", "peak": peak}}} for peak in (1e-5, 3e-3, 3e-5, 6e-3)],
         "prune": {"grace_period": 1, "reduction_factor": 2},

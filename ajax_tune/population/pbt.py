@@ -43,9 +43,14 @@ from ajax_tune.population.spec import PBT, Mutation, draw_domain, setting_overri
 from ajax_tune.results import keys as K
 
 
+def take_lanes(state, index):
+    """`state` with lane i holding lane `index[i]` (as many lanes as `index` has)."""
+    return jax.tree.map(lambda x: jnp.take(x, index, axis=0), state)
+
+
 def _take_lanes(state, index, salts):
-    """`state` with lane i holding lane `index[i]`; a lane with a non-zero salt re-keyed by it."""
-    moved = jax.tree.map(lambda x: jnp.take(x, index, axis=0), state)
+    """`take_lanes`; a lane with a non-zero salt re-keyed by it."""
+    moved = take_lanes(state, index)
     keys = jax.vmap(lambda key, salt: jnp.where(salt > 0, jax.random.fold_in(key, salt), key))(moved.key, salts)
     return moved.replace(key=keys)
 
@@ -180,11 +185,17 @@ def plan(scores: Sequence[float], mode: str, quantile: float, rng: np.random.Gen
     values = np.asarray(scores, np.float64)
     if len(values) < 2 or np.all(np.isnan(values)):
         return []
-    signed = np.where(np.isnan(values), -np.inf, values if mode == "max" else -values)
+    signed = larger_is_better(values, mode)
     order = sorted(range(len(values)), key=lambda k: (signed[k], k))  # worst first, ties by index
     count = min(max(1, math.ceil(len(values) * quantile)), len(values) // 2)
     bottom, top = order[:count], order[-count:]
     return [(recipient, top[int(rng.integers(count))]) for recipient in bottom]
+
+
+def larger_is_better(scores, mode: str) -> np.ndarray:
+    """Scores as numbers where larger is better whatever `mode` is, NaN the worst (-inf)."""
+    values = np.asarray(scores, np.float64)
+    return np.where(np.isnan(values), -np.inf, values if mode == "max" else -values)
 
 
 def explore_value(mutation: Mutation, current: Any, settings: PBT, rng: np.random.Generator) -> Any:

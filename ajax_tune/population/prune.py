@@ -23,23 +23,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ajax_tune.population.pbt import score
+from ajax_tune.population import pbt
 
 
 def survivors(scores: Sequence[float], mode: str, keep: int) -> list[int]:
     """The `keep` best members by score (NaN worst, ties to the lower index), in index order."""
-    values = np.asarray(scores, np.float64)
-    signed = np.where(np.isnan(values), -np.inf, values if mode == "max" else -values)
-    best_first = sorted(range(len(values)), key=lambda k: (-signed[k], k))
+    signed = pbt.larger_is_better(scores, mode)
+    best_first = sorted(range(len(signed)), key=lambda k: (-signed[k], k))
     return sorted(best_first[:keep])
 
 
 def ranked_survivors(results, metric: str, mode: str, keep: int) -> list[int]:
     """`survivors` of a call's per-member results, each scored as PBT scores it."""
-    return survivors([score(r, metric) for r in results], mode, keep)
+    return survivors([pbt.score(r, metric) for r in results], mode, keep)
 
 
 def lane_index(members: Sequence[int], num_seeds: int) -> np.ndarray:
@@ -47,7 +45,6 @@ def lane_index(members: Sequence[int], num_seeds: int) -> np.ndarray:
     return np.concatenate([np.arange(m * num_seeds, (m + 1) * num_seeds) for m in members]).astype(np.int32)
 
 
-@jax.jit
-def take_lanes(state, index):
-    """`state` holding only the lanes `index`, in that order (a smaller lane axis)."""
-    return jax.tree.map(lambda x: jnp.take(x, index, axis=0), state)
+#: `state` holding only the lanes `index`, in that order (a smaller lane axis): PBT's gather,
+#: without re-keying (a survivor goes on with its own random stream).
+take_lanes = jax.jit(pbt.take_lanes)

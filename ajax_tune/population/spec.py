@@ -229,10 +229,10 @@ class Prune:
         check_keys(section, PRUNE_KEYS, f"{where}.")
         values = {name: section.get(name, getattr(cls, name)) for name in PRUNE_KEYS}
         least = {"grace_period": 1, "reduction_factor": 2, "min_members": 1}
-        what = {"grace_period": "calls", "reduction_factor": "a factor", "min_members": "members"}
+        what = {"grace_period": " of calls", "reduction_factor": "", "min_members": " of members"}
         for name, value in values.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < least[name]:
-                raise ConfigError(f"{where}.{name} must be a whole number of {what[name]} >= {least[name]}, got {value!r}")
+                raise ConfigError(f"{where}.{name} must be a whole number{what[name]} >= {least[name]}, got {value!r}")
         if values["min_members"] >= size:
             raise ConfigError(
                 f"{where}.min_members must be below the population's size ({size}) or nothing is ever stopped, "
