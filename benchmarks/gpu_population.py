@@ -189,9 +189,9 @@ def main(argv=None) -> None:
             "seeds_per_config": args.seeds,
             "env_steps_per_call_per_seed": 8192,
             "summary": summary,
-            "runs": runs,
         },
         args.out,
+        raw={"runs": runs},
     )
     print(f"| way | lanes | seconds to a return of {args.threshold:g} | env steps/s | wall s |")
     print("|---|---|---|---|---|")

@@ -25,6 +25,7 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import math
 import os
 import pathlib
 import platform
@@ -219,23 +220,71 @@ def machine() -> dict:
     }
 
 
-def write_results(name: str, payload: dict, out: str | os.PathLike | None = None) -> pathlib.Path:
-    """Write `payload` with the command, date and machine to `benchmarks/results/<name>.json`
-    (or `out`)."""
+def raw_path(path: str | os.PathLike) -> pathlib.Path:
+    """Where the raw record of the summary at `path` goes: `raw/` beside it, which git ignores."""
+    path = pathlib.Path(path)
+    return path.parent / "raw" / path.name
+
+
+def write_results(name: str, summary: dict, out: str | os.PathLike | None = None, raw: dict | None = None) -> pathlib.Path:
+    """Write `summary` with the command, date, machine and both sides' versions to
+    `benchmarks/results/<name>.json` (or `out`): the file the repository keeps, so it holds what a
+    reader checks a figure against (medians, ranges, ratios, settings) and no per-run or per-step
+    rows. `raw` (every run as measured), when given, goes to `raw_path` of it, outside git."""
     path = pathlib.Path(out) if out else RESULTS_DIR / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {
+    header = {
         "benchmark": name,
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": "python " + " ".join(shlex.quote(_relative(a)) for a in sys.argv),
         "machine": machine(),
         "versions": versions(),
-        **payload,
     }
-    record["machine"]["load_average_at_end"] = load_average()
-    path.write_text(json.dumps(record, indent=2) + "\n")
+    header["machine"]["load_average_at_end"] = load_average()
+    path.write_text(dumps({**header, **summary}))
     print(f"[harness] wrote {path}", file=sys.stderr)
+    if raw is not None:
+        raw_file = raw_path(path)
+        raw_file.parent.mkdir(parents=True, exist_ok=True)
+        raw_file.write_text(json.dumps({**header, **raw}) + "\n")
+        print(f"[harness] wrote the raw runs to {raw_file} (ignored by git)", file=sys.stderr)
     return path
+
+
+def read_raw(path: str | os.PathLike) -> dict:
+    """The raw record written beside the summary at `path`, or {} where there is none (a fresh
+    checkout: raw records stay on the machine that ran them)."""
+    raw_file = raw_path(path)
+    return json.loads(raw_file.read_text()) if raw_file.exists() else {}
+
+
+def dumps(value, width: int = 100) -> str:
+    """JSON a reader can scan: floats to 6 significant digits, a list of numbers or any short value
+    on one line, the rest indented."""
+    return _dump(_tidy(value), 0, width) + "\n"
+
+
+def _tidy(value):
+    if isinstance(value, float):
+        return value if not math.isfinite(value) or value == 0 else float(f"{value:.6g}")
+    if isinstance(value, dict):
+        return {str(k): _tidy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_tidy(v) for v in value]
+    return value
+
+
+def _dump(value, indent: int, width: int) -> str:
+    flat = json.dumps(value)
+    scalars = isinstance(value, list) and all(not isinstance(v, (dict, list)) for v in value)
+    if not isinstance(value, (dict, list)) or scalars or len(flat) + indent <= width:
+        return flat
+    pad = " " * (indent + 2)
+    if isinstance(value, list):
+        items = [pad + _dump(v, indent + 2, width) for v in value]
+        return "[\n" + ",\n".join(items) + "\n" + " " * indent + "]"
+    items = [f"{pad}{json.dumps(k)}: {_dump(v, indent + 2, width)}" for k, v in value.items()]
+    return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
 
 
 def _relative(arg: str) -> str:

@@ -202,7 +202,10 @@ def main(argv=None) -> None:
 
     probe = sampling_probe(args.peers, args.peer_root, args.agents, args.quick, args.peer_jax)
     path = harness.write_results(
-        "offpolicy_throughput" + ("_quick" if args.quick else ""), {"results": results, "sampling_probe": probe}, args.out
+        "offpolicy_throughput" + ("_quick" if args.quick else ""),
+        {"results": [{k: v for k, v in r.items() if k != "runs"} for r in results], "sampling_probe": probe},
+        args.out,
+        raw={"results": results},
     )
     print(table(results))
     for row in probe:

@@ -242,12 +242,10 @@ def main(argv=None) -> None:
             "config": harness._relative(str(config)),
             "seeds_per_member": mine[0]["lanes"] // mine[0]["members"],
             "timed_calls": args.calls,
-            "load_average_at_end": os.getloadavg(),
             "summary": summary,
-            "runs": runs,
-            "sequential_runs": sequential,
         },
         args.out,
+        raw={"runs": runs, "sequential_runs": sequential},
     )
     lines = [
         "| members x seeds | lanes | env steps/s (all lanes) | per lane | build s (init compile) | first call s (compile) "

@@ -102,7 +102,12 @@ def main(argv=None) -> None:
             {"num_seeds": num_seeds, "settings": settings, "xla_flags": args.xla_flags, "summary": compare(runs), "runs": runs}
         )
 
-    path = harness.write_results("ppo_throughput" + ("_quick" if args.quick else ""), {"results": results}, args.out)
+    path = harness.write_results(
+        "ppo_throughput" + ("_quick" if args.quick else ""),
+        {"results": [{k: v for k, v in r.items() if k != "runs"} for r in results]},
+        args.out,
+        raw={"results": results},
+    )
     print(table(results))
     print(f"(written to {path})")
 

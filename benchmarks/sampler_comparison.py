@@ -31,12 +31,8 @@ measures the four samplers and the two variants and writes them to one JSON.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import pathlib
-import platform
-import shlex
-import sys
 import time
 
 import numpy as np
@@ -44,7 +40,6 @@ import numpy as np
 from ajax_tune.runner import Runner
 
 HERE = pathlib.Path(__file__).resolve().parent
-RESULTS = HERE / "results"
 IMAGE = HERE.parent / "docs" / "images" / "sampler_comparison.png"
 
 SAMPLERS = ("uniform", "learning_progress", "alp_gmm", "plr")
@@ -177,7 +172,7 @@ def plot(out: dict, path: pathlib.Path) -> None:
         ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
     ax.set_xlabel("env steps per seed (thousands)")
     ax.set_ylabel("held-out success rate")
-    ax.set_title(f"point_reach, whole task space, PPO: mean and std over {len(s['curves'])} seeds")
+    ax.set_title(f"point_reach, whole task space, PPO: mean and std over {len(s['final']['per_seed'])} seeds")
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,22 +205,17 @@ def main() -> None:
         name, _, kwargs = rest.partition(":")
         variants[label] = (name, json.loads(kwargs or "{}"))
     out = compare(variants or {**{name: (name, {}) for name in SAMPLERS}, **VARIANTS}, seeds=seeds, calls=calls)
-    import jax
+    import harness  # a sibling when run as a script; tests import compare() alone
 
     out["meta"] = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
         "seeds": seeds,
         "calls": calls,
         "steps_per_call": STEPS_PER_CALL,
-        "jax": jax.__version__,
-        "machine": platform.platform(),
         "note": "seconds were measured on a machine shared with other work: noisy; success rates do not depend on load",
     }
-    name = "sampler_comparison" + ("_variants" if variants else "") + ("_quick" if args.quick else "") + ".json"
-    path = pathlib.Path(args.out) if args.out else RESULTS / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=1) + "\n")
+    name = "sampler_comparison" + ("_variants" if variants else "") + ("_quick" if args.quick else "")
+    summary = {**out, "samplers": {k: {f: v for f, v in s.items() if f != "curves"} for k, s in out["samplers"].items()}}
+    path = harness.write_results(name, summary, args.out, raw={"samplers": {k: s["curves"] for k, s in out["samplers"].items()}})
     if not (args.quick or variants or args.out):
         plot({**out, "samplers": {k: out["samplers"][k] for k in SAMPLERS}}, IMAGE)
     for sampler, s in out["samplers"].items():

@@ -275,9 +275,9 @@ def main(argv=None) -> None:
             "env_steps_per_call_per_seed": STEPS_PER_CALL,
             "before_commit": tree_commit(args.before) if args.before else None,
             "summary": summary,
-            "runs": runs,
         },
         args.out,
+        raw={"runs": runs},
     )
     print(table(summary))
     for mode, s in summary.items():

@@ -29,12 +29,10 @@ before and after (the figures are only comparable on a quiet machine).
 from __future__ import annotations
 
 import argparse
-import datetime
 import importlib.metadata
 import json
 import os
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
@@ -356,20 +354,12 @@ def main() -> None:
             f"   [{SUITES[suite][2]} {result['suite_version']}, load {load_before[0]:.1f}]",
             flush=True,
         )
-    record = {
-        "benchmark": "suites",
-        "command": " ".join(["python", "benchmarks/suites.py", *sys.argv[1:]]),
-        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "machine": {"platform": platform.platform(), "cpus": os.cpu_count()},
-        "versions": {name: version(name) for name in ("jax", "jaxlib", "flax", "ajax-tune")},
-        "num_envs": NUM_ENVS,
-        "repeats": repeats,
-        "results": results,
-    }
-    print("versions:", ", ".join(f"{k} {v}" for k, v in record["versions"].items()))
-    out = args.out or HERE / "results" / ("suites_quick.json" if args.quick else "suites.json")
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"wrote {out}")
+    import harness  # a sibling: this script runs from benchmarks/
+
+    path = harness.write_results(
+        "suites" + ("_quick" if args.quick else ""), {"num_envs": NUM_ENVS, "repeats": repeats, "results": results}, args.out
+    )
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

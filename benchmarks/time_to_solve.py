@@ -326,9 +326,9 @@ def main(argv=None) -> None:
             "threshold": args.threshold,
             "xla_flags": variants,
             "summary": summary,
-            "runs": runs,
         },
         args.out,
+        raw={"runs": runs},
     )
     print(table(summary))
     print(f"(written to {path})")
@@ -339,6 +339,8 @@ def summarize(runs: list[dict]) -> dict:
     out = {
         "solved": f"{len(times)}/{len(runs)}",
         "solve_s": {"median": statistics.median(times), "min": min(times), "max": max(times)} if times else None,
+        "solve_s_per_round": [r.get("solve_s") for r in runs],
+        "solved_at_iteration_per_round": [r.get("solved_at_iteration") for r in runs if "solved_at_iteration" in r] or None,
     }
     train_times = [r["solve_train_s"] for r in runs if r.get("solve_train_s") is not None]
     if train_times:  # RLlib's: its training return's crossing
@@ -350,6 +352,12 @@ def summarize(runs: list[dict]) -> dict:
             for k in spans[0]
             if any(s.get(k) is not None for s in spans)
         }
+    compiles = [r["breakdown"]["compile"]["trial_total"] for r in runs if r.get("breakdown", {}).get("compile")]
+    if compiles:
+        out["trial_compile_median"] = {k: statistics.median(c[k] for c in compiles) for k in compiles[0]}
+    alarms_seen = sorted({a for r in runs for a in r.get("alarms", ())})
+    if alarms_seen:
+        out["alarms"] = alarms_seen
     return out
 
 

@@ -133,7 +133,10 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory(prefix="tune_overhead_") as tmp:
         out = run(pathlib.Path(args.config).resolve(), pathlib.Path(tmp), args.iterations, args.steps)
     summary = summarize(out)
-    path = harness.write_results("tune_overhead" + ("_quick" if args.quick else ""), {"summary": summary, "run": out}, args.out)
+    facts = {k: out[k] for k in ("wall_s", "env_steps_per_call", "rss_after_setup_mib", "alarms")}
+    path = harness.write_results(
+        "tune_overhead" + ("_quick" if args.quick else ""), {"summary": summary, "run": facts}, args.out, raw={"run": out}
+    )
     for key, value in summary.items():
         print(f"{key:32s} {value:.4g}" if isinstance(value, float) else f"{key:32s} {value}")
     print(f"(written to {path})")

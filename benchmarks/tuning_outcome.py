@@ -49,9 +49,10 @@ Tune's PBT) median final test return.
 
 Every (task, tuner, repeat) cell is a fresh `ajax-tune run` with an empty compilation cache of
 its own (each tuner starts cold, as on a first run). Repeats alternate the tuners' order; the load
-average is recorded at the start and end of every run; the JSON is written after every cell, and a
-run with the same `--out` skips the cells it already holds (resumable). The table, the curves and
-the PNG come from the JSON alone (`--plot-only` redraws them).
+average is recorded at the start and end of every run; the JSON (the summary, kept in git) and its
+raw record (every cell's incumbents, `results/raw/`, outside git) are written after every cell, and
+a run with the same `--out` skips the cells the raw record holds (resumable). The table, the curves
+and the PNG come from the JSON alone (`--plot-only` redraws them).
 
     python benchmarks/tuning_outcome.py                          # 3 tasks x 7 tuners x 3 repeats, 600 s each
     python benchmarks/tuning_outcome.py --tasks acrobot --tuners random population_pbt --budget-s 300
@@ -675,9 +676,11 @@ SETTINGS_THAT_MUST_MATCH = (
 
 
 def load_previous(path: pathlib.Path, settings: dict) -> dict:
+    """The summary at `path` with the cells of its raw record (`harness.raw_path`), which a rerun
+    skips; a summary without its raw record (a fresh checkout) keeps its sessions and summary only."""
     if not path.exists():
         return {}
-    previous = json.loads(path.read_text())
+    previous = {**json.loads(path.read_text()), "cells": harness.read_raw(path).get("cells", [])}
     old = previous.get("settings", {})
     differ = [k for k in SETTINGS_THAT_MUST_MATCH if k in old and old[k] != settings[k]]
     if differ:
@@ -698,9 +701,9 @@ def write(path: pathlib.Path, settings: dict, cells: list[dict], sessions: list[
             "tree": tree_commit(),
             "sessions": sessions,
             "summary": summary,
-            "cells": cells,
         },
         path,
+        raw={"cells": cells},
     )
     return summary
 
@@ -767,7 +770,7 @@ def main(argv=None) -> None:
     sessions = previous.get("sessions", [])
     title = f"tuning_outcome: incumbent's test return, median and range over repeats ({path.name})"
     if args.plot_only:
-        summary = summarize(cells)
+        summary = summarize(cells) if cells else previous.get("summary", {})
         print(table(summary))
         plot(summary, image, title)
         print(f"(drawn to {image})")
