@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune import checkpoint, versions
-from ajax_tune.build import build_loop, build_run, named_metrics
+from ajax_tune.build import build_loop, build_run, load_dataset, named_metrics
 from ajax_tune.checkpoint import CheckpointError, nonfinite_leaves, refuse_nonfinite, trial_salt
 from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
@@ -214,6 +214,10 @@ class Runner:
         """
         new = Config.from_dict(config)
         rebuild = new.static_settings() != self.config.static_settings()  # a pruned population's differ too
+        dataset = None
+        if not rebuild and new.train.dataset != self.config.train.dataset:  # a run's input: only its shape is static
+            dataset = load_dataset(new, self.env, self.loop.agent)
+            rebuild = not self.loop.dataset.fits(dataset)
         if rebuild:
             old, old_loop, self.config = self.config, self.loop, new
             try:
@@ -226,6 +230,8 @@ class Runner:
             self.config = new
             self.loop.config = new.train  # same static fields; seed and horizon are read at init
             self.loop.agent.config = new.agent
+            if dataset is not None:
+                self.loop.dataset = dataset
         self.asked, self.survivors, self.rungs = new, None, 0
         self._start_run()
         return rebuild

@@ -181,17 +181,32 @@ def test_the_dataset_is_one_argument_shared_by_every_lane(dataset_dir):
         assert bytes_beyond_state == data_bytes, (seeds, bytes_beyond_state, data_bytes)
 
 
+@pytest.mark.heavy
 def test_a_second_dataset_of_the_same_shape_trains_without_recompiling(tmp_path):
-    first = pendulum_rows(seed=0).save(tmp_path / "first")
-    second = pendulum_rows(seed=1)
-    runner = Runner(offline_config(first))
+    """A config naming another dataset of the same shape (as a reused Tune actor's reset_config
+    gives it) keeps the program and trains on the new rows: the observation statistics the
+    agent keeps are the new dataset's. Another shape builds a new program; a dataset that does
+    not fit is refused with the runner left as it was."""
+    first, second = pendulum_rows(seed=0), pendulum_rows(seed=1)
+    runner = Runner(offline_config(first.save(tmp_path / "first")))
     before = runner.train()
-    runner.loop.dataset.set_dataset(second, tmp_path / "second")
+    np.testing.assert_allclose(runner.state.agent.obs_norm.mean[0], first.observations.mean(0), rtol=1e-5)
+    assert runner.reconfigure(offline_config(second.save(tmp_path / "second"))) is False
     after = runner.train()
     assert before["perf/compilations"] == after["perf/compilations"] == 1
-    assert after["gradient_steps"] == 32 and after["env_steps"] == 0
+    assert after["gradient_steps"] == 16 and after["env_steps"] == 0  # a new run, on the new rows
+    np.testing.assert_allclose(runner.state.agent.obs_norm.mean[0], second.observations.mean(0), rtol=1e-5)
+    assert runner.loop.dataset.info["hash"] == second.content_hash()
+    runner.loop.dataset.set_dataset(first, tmp_path / "first")  # the same, set on the loop directly
+    assert runner.train()["perf/compilations"] == 1
+    np.testing.assert_allclose(runner.state.agent.obs_norm.mean[0], first.observations.mean(0), rtol=1e-5)
     with pytest.raises(ConfigError, match="a new dataset must have the shape of the loop's"):
         runner.loop.dataset.set_dataset(pendulum_rows(rows=128))
+    with pytest.raises(ConfigError, match=r"no dataset at .*nowhere"):
+        runner.reconfigure(offline_config(tmp_path / "nowhere"))
+    assert runner.config.train.dataset == str(tmp_path / "second") and runner.train()["perf/compilations"] == 1
+    assert runner.reconfigure(offline_config(pendulum_rows(rows=128).save(tmp_path / "short"))) is True
+    assert runner.loop.dataset.info["rows"] == 128
 
 
 @pytest.mark.optimised

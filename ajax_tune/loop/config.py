@@ -41,10 +41,11 @@ class LoopConfig:
         "passes; PPO's is free and always kept), always whatever the sampler, so that changing "
         "between samplers keeps one program",
     )
-    dataset: str = static(
+    dataset: str = init_only(
         "",
         doc="a dataset directory (docs/offline.md): train on it alone with an offline agent; "
-        "timesteps then count gradient updates, not env steps",
+        "timesteps then count gradient updates, not env steps. Another dataset of the same shape "
+        "keeps the compiled program; another shape builds a new one",
     )
     seed: int = init_only(0, ge=0, doc="the random seed of the run; its seeds are splits of it")
     on_nonfinite: str = init_only(

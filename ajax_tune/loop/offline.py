@@ -4,8 +4,9 @@ Built from the online program's parts (`program.Parts`): the same fresh state, e
 and output. `call(state, data)` runs `timesteps_per_iteration` gradient updates per lane, drawn
 from the dataset, and evaluates in the env every `eval_every` updates. The dataset is an argument
 of the one compiled program on every call, never closed over and never batched: all lanes (seeds
-and members) read the one copy in device memory, and a new dataset of the same shape
-(`DatasetInput.set_dataset`) runs in the same program.
+and members) read the one copy in device memory, and a new dataset of the same shape runs in the
+same program (`DatasetInput.set_dataset`, or `Runner.reconfigure` with another `train.dataset`:
+the program holds the dataset's shape, a run its path and rows).
 
 The scan runs over blocks of `steps_per_update` gradient steps (the largest block that divides
 both the call's budget and the evaluation interval); each block writes one row of the agent's
@@ -81,26 +82,23 @@ class DatasetInput:
     def set_dataset(self, dataset: Dataset, path: str = "") -> None:
         """Train on `dataset` from the next call on. One of the same shape and dtypes runs in the
         same compiled program; another shape is refused (it needs a new loop)."""
-        host = ReplayTransition(
-            obs=dataset.observations,
-            action=dataset.actions,
-            reward=dataset.rewards,
-            terminated=dataset.terminations,
-            next_obs=dataset.next_observations,
-        )
-        if self._host is not None:
-            shapes = lambda tree: [(x.shape, x.dtype) for x in jax.tree.leaves(tree)]  # noqa: E731
-            if shapes(host) != shapes(self._host):
-                raise ConfigError(
-                    f"a new dataset must have the shape of the loop's ({dataset.size} rows against {self._host.reward.shape[0]}, "
-                    "or other observation or action shapes): build a new loop for it"
-                )
+        host = _rows(dataset)
+        if self._host is not None and _shapes(host) != _shapes(self._host):
+            raise ConfigError(
+                f"a new dataset must have the shape of the loop's ({dataset.size} rows against {self._host.reward.shape[0]}, "
+                "or other observation or action shapes): build a new loop for it"
+            )
         self._host, self._device = host, None
         self.info = {
             "path": str(pathlib.Path(path).absolute()) if path else "",
             "hash": dataset.content_hash(),
             "rows": dataset.size,
         }
+
+    def fits(self, other: DatasetInput) -> bool:
+        """Whether `other` runs in the program built for this dataset: the same rows, shapes and
+        dtypes (the program's only static view of a dataset; its path and values are inputs)."""
+        return _shapes(other._host) == _shapes(self._host)
 
     def data(self, device=None) -> ReplayTransition:
         """The dataset on `device` (copied there once, on first use)."""
@@ -113,3 +111,18 @@ class DatasetInput:
 
     def check_restore(self, directory) -> None:
         checkpoint.check_dataset(directory, checkpoint.read_metadata(directory), self.info)
+
+
+def _rows(dataset: Dataset) -> ReplayTransition:
+    """The arrays of `dataset` the offline agents read, as the program takes them."""
+    return ReplayTransition(
+        obs=dataset.observations,
+        action=dataset.actions,
+        reward=dataset.rewards,
+        terminated=dataset.terminations,
+        next_obs=dataset.next_observations,
+    )
+
+
+def _shapes(rows: ReplayTransition) -> list:
+    return [(x.shape, x.dtype) for x in jax.tree.leaves(rows)]
