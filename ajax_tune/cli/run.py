@@ -153,12 +153,12 @@ def result_box(metric: str | None, verbose: bool):
     from ajax_tune.tune.output import ResultBox
     from ajax_tune.tune.trainable import AjaxTrainable
 
-    before = getattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR)
-    setattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR, None if verbose else ResultBox(metric))
+    before = compat.tune_result_keys(AjaxTrainable)
+    compat.set_tune_result_keys(AjaxTrainable, None if verbose else ResultBox(metric))
     try:
         yield
     finally:
-        setattr(AjaxTrainable, compat.TUNE_RESULT_KEYS_ATTR, before)
+        compat.set_tune_result_keys(AjaxTrainable, before)
 
 
 def _saved_metric(directory: pathlib.Path) -> str | None:

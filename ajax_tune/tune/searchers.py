@@ -164,10 +164,7 @@ class VariantSearcher(Searcher):
         self._queue: list[dict] = []
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec) -> bool:
-        if metric:
-            self._metric = metric
-        if mode:
-            self._mode = mode
+        compat.set_searcher_objective(self, metric or self.metric, mode or self.mode)
         self._space = copy.deepcopy(config)
         return True
 
@@ -261,8 +258,7 @@ class PopulationSearcher(Searcher):
                     f"got {self._budget}"
                 )
         accepted = self.searcher.set_search_properties(metric, mode, config, **spec)
-        self._metric = self.searcher.metric or metric
-        self._mode = self.searcher.mode or mode
+        compat.set_searcher_objective(self, self.searcher.metric or metric, self.searcher.mode or mode)
         return accepted
 
     def suggest(self, trial_id: str) -> dict | str | None:

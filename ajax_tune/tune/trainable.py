@@ -25,8 +25,6 @@ logger = logging.getLogger(__name__)
 
 
 class AjaxTrainable(tune.Trainable):
-    _progress_metrics = ResultBox()  # compat.TUNE_RESULT_KEYS_ATTR: the keys of Tune's box at a trial's end
-
     def setup(self, config: dict[str, Any]) -> None:
         parsed = Config.from_dict(config)  # clear errors before JAX does anything
         self.jax_settings = configure_jax(parsed.resources.cpu, parsed.resources.gpu)
@@ -81,6 +79,9 @@ class AjaxTrainable(tune.Trainable):
         if resources.gpu:
             bundle["GPU"] = resources.gpu
         return PlacementGroupFactory([bundle])
+
+
+compat.set_tune_result_keys(AjaxTrainable, ResultBox())  # the keys of the box Tune prints at a trial's end
 
 
 __all__ = ["AjaxTrainable", "trial_dirname", "trial_names"]

@@ -77,8 +77,6 @@ class EnvStepWandbCallback(WandbLoggerCallback):
     (`offline-run-<time>-<trial id>` under it when offline).
     """
 
-    _logger_actor_cls = _EnvStepLoggingActor  # compat.WANDB_ACTOR_CLASS_ATTR
-
     def __init__(self, project: str = "ajax-tune", group: str | None = None, mode: str | None = None, **kwargs):
         explicit = mode or os.environ.get(WANDB_MODE_ENV_VAR)
         self.mode = explicit or ("online" if os.environ.get(WANDB_ENV_VAR) else "offline")
@@ -103,7 +101,10 @@ class EnvStepWandbCallback(WandbLoggerCallback):
         elif not self.group:
             self.group = os.environ.get(WANDB_GROUP_ENV_VAR)
 
-    def _start_logging_actor(self, trial, exclude_results, **init_kwargs) -> None:  # compat.WANDB_START_ACTOR_METHOD
+    def _start_actor(self, trial, exclude_results, **init_kwargs) -> None:
+        """What Ray calls to start a trial's logging actor (`compat.use_wandb_actor` installs it under
+        Ray's name): a restarted trial keeps its run, and the actor gets the trial's own directory,
+        our curriculum callbacks in its config and the driver's WANDB_* variables."""
         if compat.wandb_callback_has_actor(self, trial):
             return  # a restarted trial keeps its actor (and run)
         config = init_kwargs.get("config", {})
@@ -116,7 +117,10 @@ class EnvStepWandbCallback(WandbLoggerCallback):
         self.run_dirs[trial.trial_id] = pathlib.Path(init_kwargs["dir"]) / "wandb"
         logger.info("W&B run of trial %s: %s", trial.trial_id, self.run_dirs[trial.trial_id])
         init_kwargs[_ACTOR_ENV] = {k: v for k, v in os.environ.items() if k.startswith("WANDB_") and k != WANDB_ENV_VAR}
-        super()._start_logging_actor(trial, exclude_results, **init_kwargs)
+        compat.start_wandb_actor(super(), trial, exclude_results, **init_kwargs)
+
+
+compat.use_wandb_actor(EnvStepWandbCallback, _EnvStepLoggingActor, EnvStepWandbCallback._start_actor)
 
 
 def wandb_callback(
