@@ -26,12 +26,12 @@ from typing import Any
 
 from ajax_tune.agents import AGENTS
 from ajax_tune.envs.level_list import level_list
-from ajax_tune.fields import ConfigError, check_keys, config_section, init_only, static, static_values, validate
+from ajax_tune.fields import ConfigError, check_keys, config_section, init_only, parse_section, static, static_values, validate
 from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.loop import LoopConfig
 from ajax_tune.population.spec import CURRICULUM_PARTS, Population, merge
 from ajax_tune.samplers.heldout import HeldOut
-from ajax_tune.ued.config import UEDConfig
+from ajax_tune.ued import LevelSettings, parse_settings
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent", "resolve_import"]
 
@@ -91,7 +91,7 @@ class Config:
     task_sampler: Any = None  # a TaskSampler, or {"name" | "class": ..., "kwargs": {...}}
     heldout: HeldOut | None = None  # parsed from {"tasks": [...]}, {"space": {...}, "num_tasks": K, "seed": s} or {"named": set}
     population: Population | None = None  # the members trained as lanes of this trial (see population/)
-    ued: UEDConfig | None = None  # a level algorithm deciding every rollout's levels (see ued/)
+    ued: LevelSettings | None = None  # a level algorithm's settings: it decides every rollout's levels (see ued/)
 
     @classmethod
     def from_dict(cls, config: Mapping | Config) -> Config:
@@ -125,7 +125,7 @@ class Config:
             resources=sections["resources"],
             task_sampler=config.get("task_sampler"),
             heldout=HeldOut.parse(config.get("heldout")),  # its shape; its tasks are checked against the env later
-            ued=None if config.get("ued") is None else parse_section(UEDConfig, config["ued"], "ued"),
+            ued=None if config.get("ued") is None else parse_settings(config["ued"]),
         )
         if config.get("population") is None:
             return base
@@ -162,7 +162,7 @@ class Config:
             train = parse_section(LoopConfig, train_values, "train")
             ued = self.ued
             if "ued" in override:
-                ued = parse_section(UEDConfig, merge(dataclasses.asdict(self.ued), override["ued"]), "ued")
+                ued = parse_settings(merge(dataclasses.asdict(self.ued), override["ued"]))
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
         return dataclasses.replace(self, agent=agent, train=train, ued=ued, population=None)
@@ -237,21 +237,6 @@ class Config:
 def _sampler_entry(sampler: Any) -> Any:
     config = getattr(sampler, "config", None)  # a TaskSampler instance writes itself as class + kwargs
     return import_path(config() if callable(config) and not isinstance(sampler, type) else sampler)
-
-
-def parse_section(config_cls, values: Any, section: str):
-    """Build one config dataclass from a mapping, with errors that name the key."""
-    if isinstance(values, config_cls):
-        return values
-    if not isinstance(values, Mapping):
-        raise ConfigError(f"{section} must be a mapping, got {values!r}")
-    names = [f.name for f in dataclasses.fields(config_cls)]
-    check_keys(values, names, f"{section}.")
-    try:
-        return config_cls(**values)
-    except ConfigError as exc:
-        message = str(exc)
-        raise ConfigError(message if message.startswith(section) else f"{section}.{message}") from None
 
 
 def resolve_agent(name: Any) -> tuple[type, type]:

@@ -12,6 +12,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import jax.numpy as jnp
@@ -63,6 +64,23 @@ def check_keys(values, allowed, prefix: str) -> None:
             raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
 
 
+def parse_section(config_cls, values: Any, section: str):
+    """Build one config dataclass from a mapping, with errors that name the key: the one way every
+    section of a trial config is read."""
+    if isinstance(values, config_cls):
+        return values
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{section} must be a mapping, got {values!r}")
+    names = [f.name for f in dataclasses.fields(config_cls)]
+    check_keys(values, names, f"{section}.")
+    try:
+        return config_cls(**values)
+    except ConfigError as exc:
+        message = str(exc)  # a nested section's unknown key names its whole path already
+        named = message.startswith((section, f"unknown key {section}."))
+        raise ConfigError(message if named else f"{section}.{message}") from None
+
+
 def field_kind(f: dataclasses.Field) -> str:
     return f.metadata.get("kind", "static")
 
@@ -89,8 +107,16 @@ def validate(config: Any, section: str) -> None:
                     raise ConfigError(f"{where} must be {word} {m[op]}, got {value!r}")
 
 
+#: How an optional field's annotation ends (`float | None`): None stands for "not given".
+OPTIONAL = " | None"
+
+
 def _check_type(where: str, annotation: Any, value: Any) -> None:
     ann = str(annotation)
+    if ann.endswith(OPTIONAL):  # None (left out), or a value of the type
+        if value is None:
+            return
+        ann = ann.removesuffix(OPTIONAL)
     if ann == "bool":
         ok = isinstance(value, bool)
     elif ann == "int":
@@ -103,6 +129,8 @@ def _check_type(where: str, annotation: Any, value: Any) -> None:
         ok = isinstance(value, str)
     elif ann.startswith("tuple[int"):
         ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    elif ann.startswith("tuple[float"):
+        ok = isinstance(value, tuple) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
     elif ann == "Schedule":
         ok = isinstance(value, Schedule)
     else:
@@ -110,6 +138,7 @@ def _check_type(where: str, annotation: Any, value: Any) -> None:
     if not ok:
         expected = {
             "tuple[int, ...]": "a list of integers",
+            "tuple[float, ...]": "a list of numbers",
             "int": "an integer",
             "float": "a number",
             "bool": "true or false",
@@ -122,12 +151,15 @@ def _check_type(where: str, annotation: Any, value: Any) -> None:
 def _normalize(where: str, annotation: str, value: Any) -> Any:
     """Values written the simple way YAML and Python users write them: a list for a tuple, an int
     for a float, a whole float (`1e6`) for an int, a number or a mapping for a schedule."""
+    annotation = annotation.removesuffix(OPTIONAL)
     if annotation == "float" and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if annotation == "int" and isinstance(value, float) and value.is_integer():
         return int(value)
     if annotation.startswith("tuple") and isinstance(value, list):
-        return tuple(value)
+        value = tuple(value)
+    if annotation.startswith("tuple[float") and isinstance(value, tuple):  # whole numbers as floats, as a float field's
+        return tuple(float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value)
     if annotation == "Schedule" and not isinstance(value, Schedule):
         try:
             return Schedule.parse(value)

@@ -252,19 +252,19 @@ def p2_config(algorithm: str, seeds: int, calls: int, walls: int = P2_WALLS, sco
             "seed": 0,
         },
         "heldout": {"tasks": heldout},
-        "ued": {
-            "algorithm": algorithm,
-            "score": score,
-            "buffer_size": 256,
-            "replay_prob": 0.8,
-            "minimum_fill": 0.25,
-            "edits": 5,
-            "sfl_levels": 256,
-            "sfl_keep": 64,
-            "sfl_rollouts": 4,
-            "sfl_every": 8,
-        },
+        "ued": P2_UED[algorithm](score),
     }
+
+
+#: Each algorithm's settings in part 2 (each takes only its own).
+P2_BUFFER = {"buffer_size": 256, "replay_prob": 0.8, "minimum_fill": 0.25}
+P2_UED = {
+    "dr": lambda score: {"algorithm": "dr"},
+    "plr": lambda score: {"algorithm": "plr", "score": score, **P2_BUFFER},
+    "robust_plr": lambda score: {"algorithm": "robust_plr", "score": score, **P2_BUFFER},
+    "accel": lambda score: {"algorithm": "accel", "score": score, **P2_BUFFER, "edits": 5},
+    "sfl": lambda score: {"algorithm": "sfl", "candidates": 256, "keep": 64, "scoring_episodes": 4, "refresh_every": 8},
+}
 
 
 def shortest_path(wall_map, agent_pos, goal_pos) -> int | None:

@@ -430,9 +430,9 @@ def test_robust_plr_replays_unsolvable_mazes_far_less_often_than_dr_trains_on_th
     runner = Runner(config)
     result = runner.train()
     assert result["ued/replay"] > 0.25  # replay under way: the distribution below is what trains
-    hp = runner.state.levels.hp
-    weights = host(jax.vmap(B.weights)(runner.state.levels.buffer, hp.temperature, hp.staleness_coef))
-    buffer = host(runner.state.levels.buffer)
+    hp, buffer = runner.state.ued.hp, runner.state.ued.own.buffer
+    weights = host(jax.vmap(B.weights)(buffer, hp.temperature, hp.staleness_coef))
+    buffer = host(buffer)
     for lane in range(2):
         size = int(buffer.size[lane])
         unsolvable = np.array([shortest_path({k: v[lane, i] for k, v in buffer.levels.items()}) is None for i in range(size)])

@@ -136,7 +136,8 @@ class Env(abc.ABC):
     - `generate_level(key) -> task` and `mutate_level(key, task, num_edits) -> task`: pure,
       jittable functions of one (unbatched) task with the task's shapes and dtypes; vmap them
       for a batch. `num_edits` may be a traced int32: edits beyond it are no-ops, so a new count
-      never recompiles, and 0 edits return the task unchanged. Level algorithms that make or
+      never recompiles, and 0 edits return the task unchanged; `max_level_edits` says where
+      its edits stop. Level algorithms that make or
       edit levels inside the compiled program (DR, ACCEL) use exactly these two; an env without
       them cannot run them.
     - `named_task_sets()` and `named_tasks(name) -> (names, batch)`: fixed sets of tasks by name
@@ -156,6 +157,8 @@ class Env(abc.ABC):
     info_keys: tuple[str, ...] = ()
     #: (H, W, C) when the observation starts with an image (see above); None otherwise.
     image_shape: tuple[int, int, int] | None = None
+    #: the most edits `mutate_level` applies in one call (more are no-ops); None where it has no cap.
+    max_level_edits: int | None = None
 
     @abc.abstractmethod
     def reset(self, key: jax.Array, task: Task) -> EnvState:

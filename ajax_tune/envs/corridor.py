@@ -31,6 +31,7 @@ class Corridor(Env):
         self.name = "corridor"
         check_lengths(self.name, max_length, default_length)
         self.max_length = int(max_length)
+        self.max_level_edits = self.max_length  # mutate_level's edits past it are no-ops
         self.max_episode_steps = int(max_episode_steps)
         self.observation_space = gymnasium.spaces.Box(0.0, 1.0, (2,), np.float32)
         self.action_space = gymnasium.spaces.Discrete(2)  # 0: left, 1: right

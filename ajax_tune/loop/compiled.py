@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ajax_tune import compat
 from ajax_tune.fields import ConfigError
-from ajax_tune.loop.program import Program
+from ajax_tune.loop.frame import Program
 
 #: How `init` compiles (per program; nothing else in the process changes): few passes, as
 #: `JAX_DISABLE_MOST_OPTIMIZATIONS` builds, and without XLA's CPU fusion emitters.

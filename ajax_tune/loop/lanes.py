@@ -124,12 +124,12 @@ class Lanes:
                 raise ConfigError(f"set_hparams takes one horizon or one per member ({self.num_members}), got {len(horizons)}")
             per_lane = np.repeat(np.asarray(horizons, np.float32), self.num_seeds)
             state = state.replace(horizon=jnp.asarray(per_lane, state.horizon.dtype))
-        if ued_config is not None and state.levels is not None:
+        if ued_config is not None and state.ued is not None:
             configs = list(ued_config) if isinstance(ued_config, Sequence) else [ued_config] * self.num_members
             if len(configs) != self.num_members:
                 raise ConfigError(f"set_hparams takes one ued config or one per member ({self.num_members}), got {len(configs)}")
-            hp = lanes_hparams(state.levels.hp, configs, self.num_seeds)
-            state = state.replace(levels=state.levels.replace(hp=hp))
+            hp = lanes_hparams(state.ued.hp, configs, self.num_seeds)
+            state = state.replace(ued=state.ued.replace(hp=hp))
         return state
 
     @property

@@ -1,6 +1,6 @@
 """The offline program: gradient updates on a dataset alone, no env stepped.
 
-Built from the online program's parts (`program.Parts`): the same fresh state, evaluation, rows
+Built in the online program's frame (`frame.CallFrame`): the same fresh state, evaluation, rows
 and output. `call(state, data)` runs `timesteps_per_iteration` gradient updates per lane, drawn
 from the dataset, and evaluates in the env every `eval_every` updates. The dataset is an argument
 of the one compiled program on every call, never closed over and never batched: all lanes (seeds
@@ -29,7 +29,7 @@ from ajax_tune.datasets import Dataset
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.fields import ConfigError
 from ajax_tune.loop.config import LoopConfig
-from ajax_tune.loop.program import Parts, Program
+from ajax_tune.loop.frame import CallFrame, Program
 from ajax_tune.loop.rollout import TRAIN_ROWS
 
 #: Folded into a lane's key for its evaluations (gradient steps fold in their own index).
@@ -40,7 +40,7 @@ def make_offline_program(env: EpisodeWrapper, agent, config: LoopConfig, *, num_
     venv = VecEnv(env, 1)  # holds the task (get_task, set_task); training steps no env
     budget = config.timesteps_per_iteration
     steps_per_update = math.gcd(budget, config.eval_interval)
-    parts = Parts(env, agent, config, venv, num_heldout, num_lanes)
+    frame = CallFrame(env, agent, config, venv, num_heldout, num_lanes)
 
     def update(carry, data: ReplayTransition):
         state, stats = carry  # an offline call steps no env: its per-env statistics stay empty
@@ -60,14 +60,14 @@ def make_offline_program(env: EpisodeWrapper, agent, config: LoopConfig, *, num_
         lanes = state.iteration.shape
         nan, zero = jnp.full(lanes, jnp.nan, jnp.float32), jnp.zeros(lanes, jnp.float32)
         row = {
-            **parts.evaluation_rows(state, agent_state, iteration, steps_per_update, lambda: eval_keys),
+            **frame.evaluation_rows(state, agent_state, iteration, steps_per_update, lambda: eval_keys),
             **dict(zip(TRAIN_ROWS, (nan, nan, zero, zero))),
             **metrics,
         }
         health = {k: v.astype(jnp.float32) for k, v in health.items()}
         return (state.replace(agent=agent_state, iteration=state.iteration + 1), stats), (row, health)
 
-    return parts.program(update, steps_per_update)
+    return frame.program(update, steps_per_update)
 
 
 class DatasetInput:

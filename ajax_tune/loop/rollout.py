@@ -32,8 +32,8 @@ def make_collect(agent, venv: VecEnv, reset_mode: str, per_step: bool = False) -
     `fresh` says which envs start the unroll with a fresh carry. With `reset_mode` "next_step" a
     finished env starts its next episode on the very next step (the transition keeps the real
     final observation); otherwise it stays frozen, masked, until the next unroll. With
-    `per_step`, the episode sums also hold each env's best completed return (`max_return`, -inf
-    where none completed) and which steps were real (`valid`, [T, N]), for scoring levels."""
+    `per_step`, the episode sums also hold the unroll's steps as a level algorithm reads them
+    (`per_step`: `done`, `reward`, `success` and `valid`, each [T, N])."""
     recurrent = is_recurrent(agent)
     next_step = reset_mode == "next_step"
     env = venv.env
@@ -44,6 +44,8 @@ def make_collect(agent, venv: VecEnv, reset_mode: str, per_step: bool = False) -
         ended = (nxt.terminated | nxt.truncated).astype(jnp.float32)
         success = nxt.info["success"].astype(jnp.float32) if env.has_success else jnp.zeros_like(ended)
         length, valid = nxt.episode.step.astype(jnp.float32), (~nxt.episode.post_done).astype(jnp.float32)
+        if per_step:
+            return transition, ended, nxt.episode.ret, length, success, valid, nxt.reward
         return transition, ended, nxt.episode.ret, length, success, valid
 
     def collect(agent_state, env_state: EnvState, carry, fresh, key):
@@ -80,8 +82,9 @@ def make_collect(agent, venv: VecEnv, reset_mode: str, per_step: bool = False) -
     return collect
 
 
-def episode_sums(transitions, ended, ret, length, success, valid, per_step: bool = False):
-    """The unroll's transitions, and per env the sums over the episodes that ended in it."""
+def episode_sums(transitions, ended, ret, length, success, valid, reward=None, per_step: bool = False):
+    """The unroll's transitions, and per env the sums over the episodes that ended in it (with
+    `per_step`, also the steps themselves, for a level algorithm: `per_step`)."""
     episodes = {
         "count": jnp.sum(ended, axis=0),
         "return_sum": jnp.sum(ret * ended, axis=0),
@@ -90,8 +93,7 @@ def episode_sums(transitions, ended, ret, length, success, valid, per_step: bool
         "steps": jnp.sum(valid, axis=0),
     }
     if per_step:
-        episodes["max_return"] = jnp.max(jnp.where(ended > 0, ret, -jnp.inf), axis=0)
-        episodes["valid"] = valid
+        episodes["per_step"] = {"done": ended > 0, "reward": reward, "success": success * ended, "valid": valid > 0}
     return transitions, episodes
 
 

@@ -30,7 +30,7 @@ class TrainState:
     heldout: Task  # [num_heldout] fixed tasks evaluated beside it
     horizon: jax.Array  # float32 total_timesteps (of the lane's member)
     carry: Any = None  # a recurrent agent's carries, [num_envs] per lane; None for a feed-forward agent
-    levels: Any = None  # a level algorithm's state (`ued.decider.UEDState`: its buffer, settings); None without one
+    ued: Any = None  # a level algorithm's state (`ued.LevelState`: its own state, its traced settings); None without one
 
 
 @struct.dataclass

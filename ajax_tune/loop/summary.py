@@ -42,12 +42,15 @@ def worst_share(per_task, share: float = keys.WORST_SHARE) -> float:
 LOOP_ROWS = ("timestep", "eval/", "task/", "train/")
 
 
-def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",), heldout_names=None) -> dict[str, float]:
+def summarize(
+    out: CallOutput, latest: tuple[str, ...] = ("lr",), summed: tuple[str, ...] = (), heldout_names=None
+) -> dict[str, float]:
     """Plain floats under stable keys: the same keys every call, NaN where there is nothing.
 
     Evaluation values come from the call's last evaluation (mean, spread and per seed); the
     agent's metrics are averaged over the call, except those in `latest` (the value of a
-    schedule), which are read after the last update. Held-out tasks are reported under
+    schedule), which are read after the last update, and those in `summed` (counts of events in
+    the call), summed over its updates and averaged over seeds. Held-out tasks are reported under
     `heldout_names` (by default their indices).
     """
     rows = {k: np.asarray(v) for k, v in out.rows.items()}
@@ -82,7 +85,12 @@ def summarize(out: CallOutput, latest: tuple[str, ...] = ("lr",), heldout_names=
         if key.startswith("task/"):
             result[f"{keys.TASK_PREFIX}{key[len('task/') :]}"] = float(value[0, -1])
         elif not key.startswith(LOOP_ROWS):  # the agent's own metrics
-            result[key] = float(np.mean(value[:, -1])) if key in latest else _nanmean(value)
+            if key in latest:
+                result[key] = float(np.mean(value[:, -1]))
+            elif key in summed:
+                result[key] = float(np.mean(np.sum(value, axis=1)))
+            else:
+                result[key] = _nanmean(value)
 
     episodes = rows["train/episodes"].astype(np.float64)
     for name in ("return", "length"):

@@ -27,9 +27,9 @@ from ajax_tune.loop.program import make_program
 from ajax_tune.loop.rollout import make_evaluate
 from ajax_tune.loop.state import CallOutput, TrainState
 from ajax_tune.loop.summary import summarize
+from ajax_tune.loop.ued import AGENT_UPDATES
 from ajax_tune.results import keys as K
-from ajax_tune.ued import UEDConfig, build_decider
-from ajax_tune.ued.decider import LATEST as UED_LATEST
+from ajax_tune.ued import LevelSettings, RunShape, make_level_algorithm, row_keys
 
 
 class TrainLoop:
@@ -48,7 +48,7 @@ class TrainLoop:
         learning_signal: bool = True,
         dataset: DatasetInput | None = None,
         heldout_names: Sequence[str] | None = None,
-        ued: UEDConfig | None = None,
+        ued: LevelSettings | None = None,
     ):
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent, self.config, self.dataset = agent, config, dataset
@@ -67,10 +67,6 @@ class TrainLoop:
         lanes = self.num_members * config.num_seeds
         self.ued = ued
         if dataset is None:
-            levels = None
-            if ued is not None:
-                evaluate = lambda episodes: make_evaluate(agent, self.env, episodes, per_episode=True, deterministic=False)  # noqa: E731
-                levels = build_decider(self.env, agent, ued, evaluate)
             self.program = make_program(
                 self.env,
                 agent,
@@ -78,7 +74,7 @@ class TrainLoop:
                 num_heldout=self.num_heldout,
                 num_lanes=lanes,
                 learning_signal=self.learning_signal,
-                levels=levels,
+                level_algorithm=None if ued is None else self._level_algorithm(ued),
             )
         else:
             if ued is not None:
@@ -87,6 +83,21 @@ class TrainLoop:
         self.venv = VecEnv(self.env, self.program.num_envs)
         self.lanes = Lanes(self.venv, agent, self.num_members, config.num_seeds, self.num_heldout)
         self.compiled = Compiled(self.program, self.lanes.count, config.devices)
+
+    def _level_algorithm(self, settings: LevelSettings):
+        """The trial's level algorithm, checked against the env, the agent and the run's shape."""
+        agent, config = self.agent, self.config
+        steps_per_update = agent.num_envs * agent.unroll_length
+        run = RunShape(
+            num_envs=agent.num_envs,
+            unroll_length=agent.unroll_length,
+            max_episode_steps=self.env.max_episode_steps,
+            updates=max(1, config.total_timesteps // steps_per_update),
+            updates_per_call=max(1, config.timesteps_per_iteration // steps_per_update),
+            max_level_edits=getattr(self.env, "max_level_edits", None),
+        )
+        evaluate = lambda episodes: make_evaluate(agent, self.env, episodes, per_episode=True, deterministic=False)  # noqa: E731
+        return make_level_algorithm(self.env, agent, settings, run, evaluate)
 
     # -- identity ------------------------------------------------------------------------
 
@@ -153,7 +164,7 @@ class TrainLoop:
         if self.dataset is None:
             progress = dict(zip(K.PROGRESS_KEYS, (self.timestep(state), self.useful_steps(state), done / elapsed), strict=True))
             if self.ued is not None:
-                scoring = float(np.mean(np.asarray(state.levels.scoring_steps, np.float64)))
+                scoring = float(np.mean(np.asarray(state.ued.scoring_steps, np.float64)))
                 progress.update(zip(K.UED_PROGRESS_KEYS, (scoring,), strict=True))
             return progress
         return {
@@ -168,8 +179,10 @@ class TrainLoop:
         return (*K.PROGRESS_KEYS, *(K.UED_PROGRESS_KEYS if self.ued is not None else ()))
 
     def summarize(self, out: CallOutput) -> dict[str, float]:
-        latest = (*self.agent.latest_metrics, *(UED_LATEST if self.ued is not None else ()))
-        return summarize(out, latest=latest, heldout_names=self.heldout_names)
+        latest, summed = self.agent.latest_metrics, ()
+        if self.ued is not None:
+            latest, summed = (*latest, *row_keys(self.ued)[1]), (AGENT_UPDATES,)
+        return summarize(out, latest=latest, summed=summed, heldout_names=self.heldout_names)
 
     # -- states --------------------------------------------------------------------------
 

@@ -22,9 +22,10 @@ from ajax_tune.build import RunParts, build_loop, build_run
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.summary import LOOP_ROWS, summary_keys
+from ajax_tune.loop.ued import AGENT_UPDATES
 from ajax_tune.population.results import population_keys
 from ajax_tune.results import keys as K
-from ajax_tune.ued.decider import ROWS as UED_ROWS
+from ajax_tune.ued import row_keys as ued_row_keys
 
 
 def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[str]:
@@ -50,7 +51,7 @@ def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
 def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
     """The keys of one member's result: those of a single run of its config."""
     metrics, health = agent_keys(loop)
-    metrics = [*metrics, *(UED_ROWS if cfg.ued is not None else ())]
+    metrics = [*metrics, *((*ued_row_keys(cfg.ued)[0], AGENT_UPDATES) if cfg.ued is not None else ())]
     shapes = {k: tuple(v.shape) for k, v in parts.start_task.items()}
     keys = {
         *K.RUNNER_KEYS,

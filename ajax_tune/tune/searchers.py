@@ -52,7 +52,7 @@ from ajax_tune.errors import ConfigError
 from ajax_tune.loop import LoopConfig
 from ajax_tune.population.spec import MEMBER_SECTIONS, member_setting, merge
 from ajax_tune.results import keys as K
-from ajax_tune.ued.config import UEDConfig
+from ajax_tune.ued import settings_class
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def split_suggestion(suggestion: Mapping, agent_name: str) -> tuple[dict, dict]:
     _, agent_config = resolve_agent(agent_name)
     per_member = {
         section: {f.name for f in dataclasses.fields(config) if member_setting(section, f)}
-        for section, config in (("agent", agent_config), ("train", LoopConfig), ("ued", UEDConfig))
+        for section, config in (("agent", agent_config), ("train", LoopConfig), ("ued", settings_class(suggestion.get("ued"))))
     }
     shared, member = {}, {}
     for section, values in suggestion.items():

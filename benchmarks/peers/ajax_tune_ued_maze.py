@@ -96,10 +96,11 @@ def summarise(success: np.ndarray, groups: dict) -> dict:
 def buffer_contents(runner: Runner) -> list[dict] | None:
     """What each lane's level buffer holds at the end: every filled slot's maze (wall rows as
     '0'/'1' strings, agent and goal positions), its score and its best return so far."""
-    levels = runner.state.levels
-    if levels is None:
+    ued = runner.state.ued
+    buffer = None if ued is None else getattr(ued.own, "buffer", None)
+    if buffer is None:
         return None
-    buf = jax.device_get(levels.buffer)
+    buf = jax.device_get(buffer)
     lanes = []
     for lane in range(np.asarray(buf.size).shape[0]):
         size = int(np.asarray(buf.size)[lane])
@@ -112,7 +113,7 @@ def buffer_contents(runner: Runner) -> list[dict] | None:
                     "agent_pos": np.asarray(buf.levels["agent_pos"][lane, i]).tolist(),
                     "goal_pos": np.asarray(buf.levels["goal_pos"][lane, i]).tolist(),
                     "score": float(np.asarray(buf.scores)[lane, i]),
-                    "max_return": float(np.asarray(buf.max_returns)[lane, i]),
+                    "max_return": float(np.asarray(buf.extra["max_return"])[lane, i]),
                 }
             )
         lanes.append({"size": size, "slots": slots})
