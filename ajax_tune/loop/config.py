@@ -13,6 +13,7 @@ from ajax_tune.fields import init_only, static, traced, validate
 ON_NONFINITE = ("stop", "error", "continue")
 RESET_MODES = ("next_step", "unroll_start")
 LEARNING_SIGNAL = ("auto", "always")
+EVAL_POLICIES = ("deterministic", "sampled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +23,12 @@ class LoopConfig:
         49_152, ge=1, doc="env steps per seed in one train() call (the default: whole unrolls of every built-in agent's defaults)"
     )
     eval_every: int = static(0, ge=0, doc="env steps between evaluations; 0: once per call")
-    eval_episodes: int = static(10, ge=1, doc="episodes of the deterministic policy per evaluation, per seed")
+    eval_episodes: int = static(10, ge=1, doc="episodes per evaluation (and per held-out task), per seed")
+    eval_policy: str = static(
+        "deterministic",
+        choices=EVAL_POLICIES,
+        doc="the policy evaluations run: its most likely action, or sampled as in training (JaxUED's protocol)",
+    )
     eval_at_start: bool = static(False, doc="evaluate the untrained policy before the first update: eval/start/* (NaN after)")
     num_seeds: int = static(1, ge=1, doc="independent seeds trained side by side")
     devices: int = static(

@@ -48,7 +48,7 @@ class CallFrame:
         self.env, self.agent, self.config, self.venv, self.level_update = env, agent, config, venv, level_update
         self.num_heldout, self.num_lanes = num_heldout, num_lanes
         self.recurrent = is_recurrent(agent)
-        self.evaluate = make_evaluate(agent, env, config.eval_episodes)
+        self.evaluate = make_evaluate(agent, env, config.eval_episodes, deterministic=config.eval_policy == "deterministic")
 
     def program(self, update: Callable, steps_per_update: int) -> Program:
         """The program whose call runs `update((state, stats), *inputs) -> ((state, stats), (row,
