@@ -29,7 +29,7 @@ from ajax_tune.envs.level_list import level_list
 from ajax_tune.fields import ConfigError, check_keys, config_section, init_only, parse_section, static, static_values, validate
 from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.loop import LoopConfig
-from ajax_tune.population.spec import CURRICULUM_PARTS, Population, merge
+from ajax_tune.population.spec import Population, merge
 from ajax_tune.samplers.heldout import HeldOut
 from ajax_tune.ued import LevelSettings, parse_settings
 
@@ -129,12 +129,7 @@ class Config:
         )
         if config.get("population") is None:
             return base
-        population = Population.parse(
-            config["population"],
-            base,
-            make_member=base.member,
-            curriculum={name: getattr(base, name) for name in CURRICULUM_PARTS},
-        )
+        population = Population.parse(config["population"], base, make_member=base.member)
         return dataclasses.replace(base, population=population)
 
     def member(self, override: Mapping, where: str) -> Config:

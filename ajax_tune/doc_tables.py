@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import typing
 from typing import Any
 
 from ajax_tune.agents import AGENTS
 from ajax_tune.agents.encoders import EncoderConfig
 from ajax_tune.agents.ppo import RecurrentConfig, RecurrentPPO
 from ajax_tune.config import EnvConfig, ResourcesConfig
-from ajax_tune.fields import field_kind
+from ajax_tune.fields import OPTIONAL, field_kind
 from ajax_tune.loop import LoopConfig
+from ajax_tune.population.spec import PBT, PopulationConfig, Prune, Select
 from ajax_tune.schedules import Schedule
 
 KINDS = {"static": "static", "traced": "traced", "init": "init-only"}
@@ -29,13 +31,15 @@ TYPES = {
     "str": "string",
     "dict": "mapping",
     "tuple[int, ...]": "list of integers",
+    "tuple[float, ...]": "list of numbers",
+    "list": "list of mappings",
     "Schedule": "schedule",
 }
 
 INTRO = """\
 # Configuration keys
 
-Every key of a trial config's `agent`, `train`, `env` and `resources` sections, generated from
+Every key of a trial config's `agent`, `train`, `env`, `resources` and `population` sections, generated from
 the fields' own declarations (`python -m ajax_tune.doc_tables > docs/agents.md`; a test keeps this
 file equal to that output). The second column says what changing the key costs:
 
@@ -62,6 +66,8 @@ def _value(value: Any) -> str:
             if f.name in ("kind", "peak") or getattr(value, f.name) != getattr(default, f.name)
         }
         return _value(fields)
+    if dataclasses.is_dataclass(value):  # a subsection's defaults
+        return _value(dataclasses.asdict(value))
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_value(v) for v in value) + "]"
     if isinstance(value, dict):
@@ -69,8 +75,10 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _allowed(f: dataclasses.Field) -> str:
-    meta, kind = f.metadata, TYPES.get(str(f.type), "")
+def _allowed(config_cls: type, f: dataclasses.Field) -> str:
+    meta, kind = f.metadata, TYPES.get(str(f.type).removesuffix(OPTIONAL), "")
+    if not kind and _is_section(config_cls, f):
+        return "mapping"
     if "choices" in meta:
         return "one of " + ", ".join(f"`{c}`" for c in meta["choices"])
     bounds = {op: meta[op] for op, _ in BOUNDS if op in meta}
@@ -79,9 +87,15 @@ def _allowed(f: dataclasses.Field) -> str:
         interval = ("[" if "ge" in bounds else "(") + f"{low}, {high}" + ("]" if "le" in bounds else ")")
         return f"{kind} in {interval}".strip()
     limits = " ".join(f"{word} {bounds[op]}" for op, word in BOUNDS if op in bounds)
-    if limits and kind == "list of integers":
+    if limits and kind.startswith("list of"):
         return f"{kind}, each {limits}"
     return f"{kind} {limits}".strip() or "any"
+
+
+def _is_section(config_cls: type, f: dataclasses.Field) -> bool:
+    """Whether a field holds a subsection of its own (a config dataclass, or None)."""
+    hint = typing.get_type_hints(config_cls, vars(sys.modules[config_cls.__module__])).get(f.name)
+    return any(dataclasses.is_dataclass(t) for t in (typing.get_args(hint) or (hint,)))
 
 
 def _cell(text: str) -> str:
@@ -91,13 +105,13 @@ def _cell(text: str) -> str:
 def table(config_cls: type) -> str:
     """A markdown table of `config_cls`'s fields: key, kind, default, allowed values, doc."""
     lines = ["| key | kind | default | allowed | what it does |", "|---|---|---|---|---|"]
-    defaults = config_cls()
     for f in dataclasses.fields(config_cls):
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # as declared (a section may need more)
         cells = [
             f"`{f.name}`",
             KINDS[field_kind(f)],
-            f"`{_value(getattr(defaults, f.name))}`",
-            _allowed(f),
+            f"`{_value(default)}`",
+            _allowed(config_cls, f),
             f.metadata.get("doc", ""),
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
@@ -113,14 +127,27 @@ def sections() -> list[tuple[str, str, type]]:
         ("`train`", "The run: its budget per call, horizon, evaluation and seeds.", LoopConfig),
         ("`env`", "Which env, its constructor's arguments, and the task training starts on.", EnvConfig),
         ("`resources`", "What Tune reserves for each trial.", ResourcesConfig),
+        (
+            "`population`",
+            "Members of one trial that share every static setting, trained as lanes of one program "
+            "(docs/populations.md): listed as overrides of the trial config, or drawn from a space.",
+            PopulationConfig,
+        ),
+        ("`population.select`", "How members are ranked, by a key of each member's own result.", Select),
+        ("`population.pbt`", _doc(PBT), PBT),
+        ("`population.prune`", _doc(Prune), Prune),
     ]
     return out
 
 
 def _summary(agent_cls: type) -> str:
     """The first paragraph of the agent's module docstring, on one line."""
-    doc = sys.modules[agent_cls.__module__].__doc__ or ""
-    return " ".join(doc.strip().split("\n\n")[0].split())
+    return _doc(sys.modules[agent_cls.__module__])
+
+
+def _doc(documented: Any) -> str:
+    """The first paragraph of a module's or class's docstring, on one line."""
+    return " ".join((documented.__doc__ or "").strip().split("\n\n")[0].split())
 
 
 def render() -> str:

@@ -62,7 +62,8 @@ def task_configs(task: str, members: int, calls: int) -> tuple[dict, list[dict]]
     one population, and the same configs as trial configs of their own."""
     import numpy as np
 
-    from ajax_tune.population.spec import draw, merge
+    from ajax_tune.population.draws import draw
+    from ajax_tune.population.spec import merge
     from ajax_tune.spaces import parse_spaces, sample
 
     trial = yaml.safe_load((HERE / "configs" / f"outcome_{task}.yaml").read_text())["trial"]

@@ -16,8 +16,8 @@ import yaml
 from ajax_tune import compat
 from ajax_tune.cli import main
 from ajax_tune.config import Config, ConfigError
+from ajax_tune.population.draws import draw_stratified
 from ajax_tune.population.results import best_member, reduce
-from ajax_tune.population.spec import draw_stratified
 from ajax_tune.results import keys as K
 from ajax_tune.runner import Runner
 from ajax_tune.spaces import parse_spaces
@@ -331,7 +331,10 @@ def test_selection_by_metric_and_mode_and_the_mean_headline():
 @pytest.mark.parametrize(
     "population, message",
     [
-        ({"size": 0}, r"population must have at least one member, got 0"),
+        ({"size": 0}, r"^population.size must be >= 1, got 0$"),
+        ({}, r"^population needs members \(a list of overrides\) or size"),
+        ({"members": {"agent": {}}}, r"^population.members must be a list of overrides of the trial config"),
+        ({"members": ["fast"]}, r"^population.members\[0\] must be a mapping"),
         ({"members": []}, r"population must have at least one member, got 0"),
         (
             {"members": [{}, {"agent": {"num_envs": 4}}]},

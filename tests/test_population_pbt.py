@@ -375,18 +375,21 @@ def test_the_section_round_trips_and_explores_a_schedules_kind():
     mutations = {"agent": {"lr": {"peak": LR, "kind": ["constant", "linear", "cosine"]}, "ent_coef": [0.0, 0.01]}}
     cfg = Config.from_dict(pbt_config({"mutations": mutations, "interval": 3}))
     assert Config.from_dict(cfg.to_dict()) == cfg
-    assert [m.name for m in cfg.population.pbt.mutations] == ["agent.lr.peak", "agent.lr.kind", "agent.ent_coef"]
+    assert [m.name for m in cfg.population.mutations] == ["agent.lr.peak", "agent.lr.kind", "agent.ent_coef"]
     assert cfg.population.pbt.interval == 3 and cfg.population.pbt.perturbation_factors == (0.8, 1.2)
 
 
 @pytest.mark.parametrize(
     "pbt, message",
     [
-        ({"quantile": 0.6}, r"^population.pbt.quantile must be a number in \(0, 0.5\], got 0.6$"),
-        ({"quantile": 0}, r"population.pbt.quantile must be a number in \(0, 0.5\], got 0$"),
-        ({"interval": 0}, r"population.pbt.interval must be a whole number of calls >= 1, got 0"),
-        ({"resample_probability": 2}, r"population.pbt.resample_probability must be a number in \[0, 1\], got 2"),
+        ({"quantile": 0.6}, r"^population.pbt.quantile must be <= 0.5, got 0.6$"),
+        ({"quantile": 0}, r"^population.pbt.quantile must be > 0.0, got 0.0$"),
+        ({"interval": 0}, r"^population.pbt.interval must be >= 1, got 0$"),
+        ({"interval": 1.5}, r"^population.pbt.interval must be an integer, got 1.5 \(float\)$"),
+        ({"resample_probability": 2}, r"^population.pbt.resample_probability must be <= 1.0, got 2.0$"),
         ({"perturbation_factors": []}, r"population.pbt.perturbation_factors must be a non-empty list of positive numbers"),
+        ({"perturbation_factors": [0.8, -1]}, r"^population.pbt.perturbation_factors must be > 0.0, got \(0.8, -1.0\)$"),
+        ({"perturbation_factors": [0.8, "x"]}, r"^population.pbt.perturbation_factors must be a list of numbers, got"),
         ({"mutations": {}}, r"population.pbt.mutations must name at least one traced setting"),
         (
             {"mutations": {"agent": {"num_envs": [4, 8]}}},

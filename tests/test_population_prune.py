@@ -215,9 +215,9 @@ def test_rungs_double_in_length_as_members_halve():
 @pytest.mark.parametrize(
     ("prune", "message"),
     [
-        ({"grace_period": 0}, r"^population.prune.grace_period must be a whole number of calls >= 1, got 0$"),
-        ({"reduction_factor": 1}, r"^population.prune.reduction_factor must be a whole number >= 2, got 1$"),
-        ({"reduction_factor": 1.5}, r"^population.prune.reduction_factor must be a whole number >= 2, got 1.5$"),
+        ({"grace_period": 0}, r"^population.prune.grace_period must be >= 1, got 0$"),
+        ({"reduction_factor": 1}, r"^population.prune.reduction_factor must be >= 2, got 1$"),
+        ({"reduction_factor": 1.5}, r"^population.prune.reduction_factor must be an integer, got 1.5 \(float\)$"),
         ({"min_members": 4}, r"^population.prune.min_members must be below the population's size \(4\)"),
         ({"every": 2}, r"^unknown key population.prune.'every' Valid keys: grace_period, reduction_factor, min_members$"),
     ],

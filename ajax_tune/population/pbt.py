@@ -39,7 +39,8 @@ import numpy as np
 
 from ajax_tune import compat
 from ajax_tune.errors import CheckpointError
-from ajax_tune.population.spec import PBT, Mutation, draw_domain, setting_override, setting_value, setting_values
+from ajax_tune.population.draws import draw_domain
+from ajax_tune.population.spec import PBT, Mutation, setting_override, setting_value, setting_values
 from ajax_tune.results import keys as K
 
 
@@ -121,7 +122,7 @@ class InTrialPBT:
     def explore(self, recipient: int, donor: int, rng: np.random.Generator) -> None:
         source = self.members[donor]
         override = copy.deepcopy(self.overrides[donor])
-        for mutation in self.settings.mutations:
+        for mutation in self.population.mutations:
             value = explore_value(mutation, setting_value(source, mutation.path), self.settings, rng)
             override = setting_override(source, mutation.path, value, override)
         self.overrides[recipient] = override
