@@ -119,7 +119,7 @@ def test_the_heldout_count_is_static_and_its_tasks_are_data():
     [
         (
             {"task_sampler": {"name": "plr", "kwargs": {"space": SPACE, "temperature": -1}}},
-            "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got -1",
+            "task_sampler (PrioritizedTaskReplay): temperature must be in (0, inf), got -1",
         ),
         (
             {"task_sampler": {"name": "uniform", "kwargs": {"space": {"length": [4, 64]}}}},
@@ -146,7 +146,7 @@ def test_a_bad_sampler_setting_in_a_search_space_stops_the_experiment_before_ray
     trial = corridor_config(task_sampler={"name": "plr", "kwargs": {"space": SPACE, "temperature": {"grid": [0.0, 1.0]}}})
     with pytest.raises(ConfigError) as info:
         Experiment.from_dict({"name": "plr_search", "trial": trial, "stop": {"training_iteration": 2}})
-    assert "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got 0.0" in str(info.value)
+    assert "task_sampler (PrioritizedTaskReplay): temperature must be in (0, inf), got 0.0" in str(info.value)
     assert "\n" not in str(info.value)
 
 

@@ -12,7 +12,7 @@ from ajax_tune.loop import CallStats
 from ajax_tune.samplers import (
     ALPGMM,
     LearningProgress,
-    PrioritizedLevelReplay,
+    PrioritizedTaskReplay,
     TaskHistogram,
     TaskSpace,
     Uniform,
@@ -212,11 +212,11 @@ def test_learning_progress_state_continues_exactly(corridor):
         a.update(stats([4] * 8, episodes=[np.ones(8)]))
 
 
-# -- PrioritizedLevelReplay --------------------------------------------------------------------
+# -- PrioritizedTaskReplay --------------------------------------------------------------------
 
 
 def test_plr_probabilities_by_hand(corridor):
-    plr = PrioritizedLevelReplay(levels={"length": [4, 8, 12]}, buffer_size=3, temperature=1.0, staleness=0.25).bind(corridor)
+    plr = PrioritizedTaskReplay(levels={"length": [4, 8, 12]}, buffer_size=3, temperature=1.0, staleness=0.25).bind(corridor)
     state = plr.get_state()
     state.update(buffer={"length": [4, 8, 12]}, scores=[0.5, 2.0, 1.0], last_drawn=[1, 5, 3], clock=5)
     plr.set_state(json_round_trip(state))
@@ -233,7 +233,7 @@ def test_plr_probabilities_by_hand(corridor):
 
 
 def test_plr_fills_its_buffer_replays_and_replaces_the_lowest_score(corridor):
-    plr = PrioritizedLevelReplay(
+    plr = PrioritizedTaskReplay(
         levels={"length": [4, 8, 12, 16]}, buffer_size=3, temperature=1.0, staleness=0.25, replay_prob=1.0, seed=0
     ).bind(corridor)
     # call 1: an empty buffer, so both envs get new levels (distinct, none buffered yet)
@@ -260,7 +260,7 @@ def test_plr_fills_its_buffer_replays_and_replaces_the_lowest_score(corridor):
     assert all(plr.scores[s] == 3.0 for s in replayed)
 
     # a new level joins a full buffer only by beating its lowest score, which it replaces
-    small = PrioritizedLevelReplay({"length": [4, 32]}, buffer_size=1, replay_prob=0.0, seed=1).bind(corridor)
+    small = PrioritizedTaskReplay({"length": [4, 32]}, buffer_size=1, replay_prob=0.0, seed=1).bind(corridor)
     drawn = []
     for signal in (1.0, 0.5, 2.0):
         drawn.append(int(small.sample(1)["length"][0]))
@@ -271,7 +271,7 @@ def test_plr_fills_its_buffer_replays_and_replaces_the_lowest_score(corridor):
 
 
 def test_plr_scores_average_over_seeds_and_skip_envs_it_did_not_steer(corridor):
-    plr = PrioritizedLevelReplay({"length": [4, 32]}, buffer_size=4, seed=2).bind(corridor)
+    plr = PrioritizedTaskReplay({"length": [4, 32]}, buffer_size=4, seed=2).bind(corridor)
     lengths = plr.sample(3)["length"]
     trained = lengths.copy()
     trained[2] = 33 - trained[2]  # another curriculum changed env 2's task
@@ -284,7 +284,7 @@ def test_plr_scores_average_over_seeds_and_skip_envs_it_did_not_steer(corridor):
 
 
 def test_plr_state_continues_exactly_and_a_reseed_keeps_the_scores(corridor):
-    make = lambda: PrioritizedLevelReplay({"length": [4, 32]}, buffer_size=4, replay_prob=0.5, min_fill=2, seed=4).bind(corridor)
+    make = lambda: PrioritizedTaskReplay({"length": [4, 32]}, buffer_size=4, replay_prob=0.5, min_fill=2, seed=4).bind(corridor)
     a = make()
     for i in range(4):
         lengths = a.sample(4)["length"]
@@ -400,9 +400,9 @@ def test_bad_alp_gmm_configs_are_one_line_errors(reach, spec, message):
 
 def test_samplers_from_names_paths_and_instances(corridor):
     by_name = make_sampler({"name": "plr", "kwargs": {"space": {"length": [4, 32]}, "temperature": 0.3}})
-    by_path = make_sampler({"class": "ajax_tune.samplers:PrioritizedLevelReplay", "kwargs": {"levels": {"length": [4, 8]}}})
-    assert isinstance(by_name, PrioritizedLevelReplay) and by_name.temperature == 0.3
-    assert isinstance(by_path, PrioritizedLevelReplay)
+    by_path = make_sampler({"class": "ajax_tune.samplers:PrioritizedTaskReplay", "kwargs": {"levels": {"length": [4, 8]}}})
+    assert isinstance(by_name, PrioritizedTaskReplay) and by_name.temperature == 0.3
+    assert isinstance(by_path, PrioritizedTaskReplay)
     original = LearningProgress({"length": [4, 32]}, bins=4, seed=3)
     copied = make_sampler(original)
     assert copied is not original and copied.config() == {
@@ -423,11 +423,11 @@ def test_samplers_from_names_paths_and_instances(corridor):
         ({"name": "plr", "kwarg": {}}, "unknown key task_sampler.'kwarg'; did you mean task_sampler.'kwargs'?"),
         (
             {"name": "plr", "kwargs": {"temperature": 0.0}},
-            "task_sampler (PrioritizedLevelReplay): temperature must be in (0, inf), got 0.0",
+            "task_sampler (PrioritizedTaskReplay): temperature must be in (0, inf), got 0.0",
         ),
         ({"name": "plr", "kwargs": {"buffer_size": 4, "min_fill": 5}}, "min_fill must be in [1, 4], got 5"),
         ({"name": "plr", "kwargs": {"replay_prob": 1.5}}, "replay_prob must be in [0, 1], got 1.5"),
-        ({"name": "plr", "kwargs": {"temprature": 1.0}}, "task_sampler (PrioritizedLevelReplay): "),
+        ({"name": "plr", "kwargs": {"temprature": 1.0}}, "task_sampler (PrioritizedTaskReplay): "),
         ({"name": "learning_progress", "kwargs": {"fast": 0.1, "slow": 0.2}}, "slow (0.2) must be smaller than fast (0.1)"),
         ({"name": "learning_progress", "kwargs": {"metric": "return"}}, "metric 'return' needs return_range: [low, high]"),
         ({"name": "learning_progress", "kwargs": {"bins": 0}}, "task_sampler (LearningProgress).bins must be an integer >= 1"),
@@ -447,7 +447,7 @@ def test_a_bad_sampler_space_stops_the_runner_before_compiling():
     from tests.support.helpers import corridor_config
 
     config = corridor_config(task_sampler={"name": "plr", "kwargs": {"space": {"length": [4, 64]}}})
-    with pytest.raises(ConfigError, match=r"task_sampler \(PrioritizedLevelReplay\).space.length: \[4.0, 64.0\] is outside"):
+    with pytest.raises(ConfigError, match=r"task_sampler \(PrioritizedTaskReplay\).space.length: \[4.0, 64.0\] is outside"):
         Runner.check(config)
     with pytest.raises(ConfigError, match="heldout.tasks\\[1\\]: corridor: task field 'length'"):
         Runner.check(corridor_config(heldout={"tasks": [{"length": 4}, {"length": 40}]}))

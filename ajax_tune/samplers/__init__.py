@@ -1,7 +1,8 @@
 """Task samplers: curricula over distributions of tasks, learned on the host between calls.
 
 `Uniform` (domain randomisation), `LearningProgress` (binned), `ALPGMM` (learning progress
-over a continuous space) and `PrioritizedLevelReplay`, all
+over a continuous space) and `PrioritizedTaskReplay` (`plr`: prioritized level replay over the
+sampler's tasks, between calls; not the level algorithm `ued.algorithm: plr`), all
 implementing `TaskSampler`. A trial config names one under `task_sampler`, by short name or
 import path:
 
@@ -21,12 +22,12 @@ from ajax_tune.imports import Registry
 from ajax_tune.samplers.alp_gmm import ALPGMM
 from ajax_tune.samplers.base import TaskSampler
 from ajax_tune.samplers.learning_progress import LearningProgress
-from ajax_tune.samplers.plr import PrioritizedLevelReplay
 from ajax_tune.samplers.space import TaskSpace
 from ajax_tune.samplers.stats import EnvStats, TaskHistogram
+from ajax_tune.samplers.task_replay import PrioritizedTaskReplay
 from ajax_tune.samplers.uniform import Uniform
 
-SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "alp_gmm": ALPGMM, "plr": PrioritizedLevelReplay}
+SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "alp_gmm": ALPGMM, "plr": PrioritizedTaskReplay}
 _REGISTRY = Registry("task_sampler", SAMPLERS, imports="module:Class", unknown="task_sampler: unknown sampler")
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
     "SAMPLERS",
     "EnvStats",
     "LearningProgress",
-    "PrioritizedLevelReplay",
+    "PrioritizedTaskReplay",
     "TaskHistogram",
     "TaskSampler",
     "TaskSpace",

@@ -1,4 +1,9 @@
-"""Prioritized level replay: revisit the levels the agent still learns most from.
+"""Prioritized task replay: the task sampler that revisits, between calls, the tasks of its space
+the agent still learns most from (`task_sampler: {name: plr}`).
+
+It is prioritized level replay run on the host over a task sampler's space, a call at a time. The
+level algorithm of the same name (`ued.algorithm: plr`, in `ued/`) runs inside the compiled program
+and decides every rollout; this one decides each env's task for a whole call.
 
 After Jiang, Grefenstette and Rocktäschel (2021, "Prioritized Level Replay") and its robust
 variant (Jiang et al., 2021, "Replay-Guided Adversarial Environment Design"). A fixed buffer
@@ -29,7 +34,7 @@ from ajax_tune.samplers.base import TaskSampler, check_number, normalized_entrop
 from ajax_tune.samplers.stats import EnvStats
 
 
-class PrioritizedLevelReplay(TaskSampler):
+class PrioritizedTaskReplay(TaskSampler):
     """Rank-prioritised replay of a buffer of levels scored by the agent's learning signal."""
 
     def __init__(
@@ -45,7 +50,7 @@ class PrioritizedLevelReplay(TaskSampler):
         seed: int = 0,
     ):
         super().__init__(space, levels, seed=seed)
-        where = "task_sampler (PrioritizedLevelReplay)"
+        where = "task_sampler (PrioritizedTaskReplay)"
         self.buffer_size = check_number(where, "buffer_size", buffer_size, low=1, integer=True)
         self.temperature = float(check_number(where, "temperature", temperature, low=0.0, low_open=True))
         self.staleness = float(check_number(where, "staleness", staleness, low=0.0, high=1.0))
@@ -137,7 +142,7 @@ class PrioritizedLevelReplay(TaskSampler):
         signal = stats.per_env(stats.learning_signal)
         if np.all(np.isnan(signal)):
             raise ValueError(
-                "PrioritizedLevelReplay scores levels by the agent's learning signal "
+                "PrioritizedTaskReplay scores tasks by the agent's learning signal "
                 "(the third value its update returns), and this agent reports none"
             )
         counted = (~np.isnan(signal)).sum(axis=0)
