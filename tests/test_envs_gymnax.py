@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tests.support.helpers import host, import_extra
+from tests.support.suites import assert_task_changes_behaviour
 
 import_extra("gymnax", extra="gymnax")
 
@@ -18,6 +19,7 @@ from gymnax.environments.classic_control.cartpole import CartPole as GymnaxCartP
 from ajax_tune.agents import PPO, PPOConfig  # noqa: E402
 from ajax_tune.envs import EpisodeWrapper, TaskError, make_env  # noqa: E402
 from ajax_tune.envs.gymnax_adapter import GymnaxEnv, default_bounds  # noqa: E402
+from ajax_tune.envs.suite import zero_action  # noqa: E402
 from ajax_tune.loop import LoopConfig, TrainLoop  # noqa: E402
 from ajax_tune.loop.summary import summarize  # noqa: E402
 from ajax_tune.schedules import Schedule  # noqa: E402
@@ -78,7 +80,9 @@ def test_steps_exactly_as_gymnax_step_env(gymnax_id):
     if env.task_spec:  # and the task reached the dynamics: the default task steps differently
         default = {k: jnp.asarray(v) for k, v in env.default_task().items()}
         one_step = jax.jit(
-            lambda task: env.step(env.reset(jax.random.PRNGKey(1), task), env._zero_action(), jax.random.PRNGKey(2)).physics
+            lambda task: (
+                env.step(env.reset(jax.random.PRNGKey(1), task), zero_action(env.action_space), jax.random.PRNGKey(2)).physics
+            )
         )
         assert not all(
             np.array_equal(a, b) for a, b in zip(jax.tree.leaves(host(one_step(task))), jax.tree.leaves(host(one_step(default))))
@@ -124,6 +128,15 @@ def test_termination_and_truncation_are_told_apart():
         env.params_for(jax.tree.map(lambda x: x[18], balanced.task)),
     )
     np.testing.assert_array_equal(balanced.obs[19], np.asarray(reference[0]))
+
+
+def test_a_new_task_changes_how_the_env_steps():
+    """Twice the gravity and half the pole: the same keys and pushes give another trajectory (the
+    pole falls sooner), in the same program; `test_steps_exactly_as_gymnax_step_env` shows that
+    trajectory is gymnax's own under those params."""
+    env = make_env("gymnax/CartPole-v1")
+    (_, default), (_, heavy) = assert_task_changes_behaviour(env, {}, {"gravity": 19.6, "length": 0.25}, jnp.ones(12, jnp.int32))
+    assert np.flatnonzero(heavy.terminated).tolist() == [5] and np.flatnonzero(default.terminated).tolist() == [8]
 
 
 class LegacyCartPole(GymnaxCartPole):

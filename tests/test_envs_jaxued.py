@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from tests.support.helpers import assert_refused_before_compiling, host, import_extra
+from tests.support.suites import assert_task_changes_behaviour
 
 import_extra("jaxued", extra="ued")
 
@@ -26,7 +27,7 @@ from ajax_tune.envs.base import task_to_jax  # noqa: E402
 from ajax_tune.envs.gymnasium_adapter import as_gymnasium  # noqa: E402
 from ajax_tune.envs.jaxued_adapter import JAXUED_MAZES, parse_maze, shortest_path  # noqa: E402
 from ajax_tune.errors import ConfigError  # noqa: E402
-from ajax_tune.results.predict import result_keys  # noqa: E402
+from ajax_tune.expected_keys import result_keys  # noqa: E402
 from ajax_tune.runner import Runner  # noqa: E402
 
 SMALL = dict(height=7, width=7, n_walls=6, max_episode_steps=12)
@@ -111,6 +112,17 @@ def test_the_maze_steps_exactly_as_jaxueds():
     assert theirs[-1][2] and bool(ours[-1].truncated) and float(ours[-1].info["success"]) == 0.0
 
 
+def test_a_new_level_changes_how_the_maze_steps():
+    """The corridor level against the empty default, the same keys and moves (turn, turn back,
+    three forward): the walls show in the view from the first step, and only in the corridor does
+    the agent reach its goal (a natural end, paid, not truncated)."""
+    env = make_env("jaxued/maze", **SMALL)
+    (_, empty), (_, corridor) = assert_task_changes_behaviour(env, {}, parse_maze(CORRIDOR), jnp.asarray([1, 0, 2, 2, 2]))
+    assert not np.array_equal(empty.obs[0], corridor.obs[0])
+    assert corridor.terminated[-1] and corridor.reward[-1] > 0 and not corridor.truncated.any()
+    assert not empty.terminated.any() and (empty.reward == 0).all()
+
+
 def test_spaces_default_task_and_gymnasium_export():
     env = make_env("jaxued/maze", **SMALL)
     assert env.action_space.n == 7 and env.observation_space.shape == (5 * 5 * 3 + 4,) and env.image_shape == (5, 5, 3)
@@ -168,7 +180,9 @@ def test_a_missing_jaxued_is_one_line_naming_the_extra(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "jaxued" else real(name, *a))
     with pytest.raises(ConfigError) as info:
         Runner.check(maze_config())
-    assert str(info.value) == "env.name: jaxued/maze needs jaxued, which is not installed; pip install 'ajax-tune[ued]'"
+    assert (
+        str(info.value) == "env.name: jaxued/maze needs the jaxued suite (jaxued is not installed); pip install 'ajax-tune[ued]'"
+    )
 
 
 # -- levels: the generator, the mutator, the named mazes ----------------------------------

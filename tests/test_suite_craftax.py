@@ -37,7 +37,7 @@ def test_the_step_parameters_are_the_task():
             r"task field 'spawn_cow_chance' expected float scalar in \[0, 1\]",
         ),
         ({"name": CLASSIC, "task": {"always_diamond": 1}}, "unknown task field"),
-        ({"name": CLASSIC, "kwargs": {"start_states": -1}}, "start_states must be >= 0"),
+        ({"name": CLASSIC, "kwargs": {"start_states": -1}}, "start_states must be an integer >= 0"),
     ],
 )
 def test_bad_input_is_one_line_before_compiling(env, message):

@@ -25,7 +25,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import gymnasium
 import jax
@@ -33,14 +32,13 @@ import jax.numpy as jnp
 import numpy as np
 from craftax.craftax_env import make_craftax_env_from_name
 
-from ajax_tune.envs.base import Env, EnvState, TaskField
+from ajax_tune.envs.base import EnvState, TaskField
+from ajax_tune.envs.suite import SuiteEnv, strongly_typed, time_limit, unknown_id
 from ajax_tune.errors import ConfigError
-from ajax_tune.imports import did_you_mean
 
 IDS = ("Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1")
 PIXELS = ("Craftax-Classic-Pixels-v1", "Craftax-Pixels-v1")
 TIME_LIMIT_FIELD = "max_timesteps"
-NEVER = int(np.iinfo(np.int32).max)
 CLASSIC_IMAGE = (7, 9, 21)  # the local map Classic's symbolic observation starts with
 DEFAULT_START_STATES = {"Craftax-Classic-Symbolic-v1": 256, "Craftax-Symbolic-v1": 32}  # 21 KB and 270 KB a world
 
@@ -52,7 +50,7 @@ def field_bounds(name: str, default: float) -> tuple[float, float]:
     return float(max(1, math.ceil(default / 10))), float(default * 10)
 
 
-class CraftaxEnv(Env):
+class CraftaxEnv(SuiteEnv):
     """`make_craftax_env_from_name(env_id, auto_reset=False)`, resets drawn from a pool.
 
     Craftax's `EnvState` is kept whole in `EnvState.physics`.
@@ -64,16 +62,18 @@ class CraftaxEnv(Env):
                 f"craftax/{env_id}: pixel observations are not offered; use craftax/{env_id.replace('Pixels', 'Symbolic')}"
             )
         if env_id not in IDS:
-            hint = did_you_mean(f"craftax/{env_id}", [f"craftax/{name}" for name in IDS])
-            raise KeyError(f"unknown craftax env {env_id!r}{hint} craftax has: {', '.join(IDS)}")
+            raise unknown_id("craftax", env_id, IDS)
         self.name = f"craftax/{env_id}"
         self.craftax_env = make_craftax_env_from_name(env_id, auto_reset=False)
         defaults = self.craftax_env.default_params
-        self.max_episode_steps = int(max_episode_steps or getattr(defaults, TIME_LIMIT_FIELD))
-        self.params = defaults.replace(**{TIME_LIMIT_FIELD: NEVER})  # the wrapper owns the time limit
+        self.max_episode_steps, self.params = time_limit(self.name, defaults, TIME_LIMIT_FIELD, max_episode_steps, keep=False)
+        if start_states is not None and (
+            isinstance(start_states, bool) or not isinstance(start_states, (int, np.integer)) or start_states < 0
+        ):
+            raise ConfigError(
+                f"{self.name}: start_states must be an integer >= 0 (0: a fresh world at every reset), got {start_states!r}"
+            )
         self.start_states = DEFAULT_START_STATES[env_id] if start_states is None else int(start_states)
-        if self.start_states < 0:
-            raise ConfigError(f"{self.name}: start_states must be >= 0 (0: a fresh world at every reset), got {start_states}")
         self.start_seed = int(start_seed)
         self._pool = None
 
@@ -91,10 +91,6 @@ class CraftaxEnv(Env):
         self.action_space = gymnasium.spaces.Discrete(int(self.craftax_env.num_actions))
         self.image_shape = CLASSIC_IMAGE if "Classic" in env_id else None
 
-    def params_for(self, task):
-        """craftax's `EnvParams` for a task (an unbatched one)."""
-        return self.params.replace(**{name: task[name] for name in self.task_spec})
-
     # -- resets --------------------------------------------------------------------------
 
     def pool(self):
@@ -105,7 +101,7 @@ class CraftaxEnv(Env):
 
             def make(seed):
                 keys = jax.random.split(jax.random.PRNGKey(seed), self.start_states)
-                return _strongly_typed(jax.vmap(lambda k: self.craftax_env.reset_env(k, self.params)[1])(keys))
+                return strongly_typed(jax.vmap(lambda k: self.craftax_env.reset_env(k, self.params)[1])(keys))
 
             seed = np.asarray(self.start_seed, np.int32)
             states = jax.jit(make).lower(jax.ShapeDtypeStruct((), np.int32)).compile()(seed)
@@ -114,38 +110,24 @@ class CraftaxEnv(Env):
 
     def reset(self, key, task) -> EnvState:
         key = _raw(key)
-        params = self.params_for(task)
         if self.start_states:
             index = jax.random.randint(key, (), 0, self.start_states)
             state = jax.tree.map(lambda x: jnp.asarray(x)[index], self.pool())
         else:
-            state = self.craftax_env.reset_env(key, params)[1]
-        state = _strongly_typed(state)
-        return EnvState.create(obs=self.observe(state), task=task, physics=state)
+            state = self.craftax_env.reset_env(key, self.params_for(task))[1]
+        state = strongly_typed(state)
+        return self.first(self.craftax_env.get_obs(state), task, state)
 
     # -- stepping ------------------------------------------------------------------------
 
-    def observe(self, state) -> jax.Array:
-        return jnp.asarray(self.craftax_env.get_obs(state), jnp.float32).reshape(-1)
-
     def step(self, state, action, key) -> EnvState:
         obs, physics, reward, done, _ = self.craftax_env.step_env(
-            _raw(key), state.physics, jnp.asarray(action, jnp.int32), self.params_for(state.task)
+            _raw(key), state.physics, self.action(action), self.params_for(state.task)
         )
-        return state.replace(
-            obs=jnp.asarray(obs, jnp.float32).reshape(-1),
-            reward=jnp.asarray(reward, jnp.float32).reshape(()),
-            terminated=jnp.asarray(done, jnp.bool_).reshape(()),
-            physics=_strongly_typed(physics),
-        )
+        return self.stepped(state, obs, reward, done, physics)
 
 
 def _raw(key: jax.Array) -> jax.Array:
     # craftax keeps keys it is given in its state, as the raw uint32 pairs its start worlds hold;
     # a typed key (gymnasium export draws them) would make states of two kinds
     return jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key) else key
-
-
-def _strongly_typed(tree: Any) -> Any:
-    # craftax states hold Python scalars; a scan carry needs one type before and after a step.
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.asarray(x).dtype), tree)

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import gymnasium
 import gymnax
@@ -42,12 +41,13 @@ import numpy as np
 from gymnax.environments import environment as gymnax_environment
 from gymnax.environments import spaces as gymnax_spaces
 
-from ajax_tune.envs.base import Env, EnvState, Task, TaskField
+from ajax_tune.envs.base import EnvState, TaskField
+from ajax_tune.envs.suite import GYMNAX_TIME_LIMIT as TIME_LIMIT_FIELD
+from ajax_tune.envs.suite import SuiteEnv, action_space, natural_end, time_limit, unknown_id, zero_action
+from ajax_tune.errors import ConfigError
 from ajax_tune.imports import did_you_mean
 
 MAX_FIELD_SIZE = 16  # larger arrays in EnvParams are data (a maze, a table), not knobs
-TIME_LIMIT_FIELD = "max_steps_in_episode"
-NEVER = int(np.iinfo(np.int32).max)  # a time limit no episode reaches
 FOLDS_TIME_LIMIT = not hasattr(gymnax_environment.Environment, "is_truncated")  # gymnax < 1.0
 
 
@@ -69,7 +69,7 @@ def default_bounds(default: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
-class GymnaxEnv(Env):
+class GymnaxEnv(SuiteEnv):
     """`gymnax.make(gymnax_id, **gymnax_kwargs)`, or a gymnax environment object, as an `Env`.
 
     Its dynamic state is gymnax's `EnvState`, kept whole in `EnvState.physics`.
@@ -87,8 +87,7 @@ class GymnaxEnv(Env):
     ):
         if isinstance(gymnax_id, str):
             if gymnax_id not in gymnax.registered_envs:
-                hint = did_you_mean(f"gymnax/{gymnax_id}", [f"gymnax/{name}" for name in gymnax.registered_envs])
-                raise KeyError(f"unknown gymnax env {gymnax_id!r}{hint} gymnax has: {', '.join(gymnax.registered_envs)}")
+                raise unknown_id("gymnax", gymnax_id, gymnax.registered_envs)
             env, params = gymnax.make(gymnax_id, **gymnax_kwargs)
         else:
             if gymnax_kwargs:
@@ -97,11 +96,10 @@ class GymnaxEnv(Env):
             gymnax_id = env.name
         self.name = f"gymnax/{gymnax_id}"
         self.gymnax_env = env
-        default_limit = int(getattr(params, TIME_LIMIT_FIELD))
-        self.max_episode_steps = int(max_episode_steps or default_limit)
-        self.params = params.replace(**{TIME_LIMIT_FIELD: self.max_episode_steps})
+        # EnvParams carries the wrapper's limit: a few envs read it (to show the time left)
+        self.max_episode_steps, self.params = time_limit(self.name, params, TIME_LIMIT_FIELD, max_episode_steps, keep=True)
 
-        self.action_space = _action_space(env.action_space(params), self.name)
+        self.action_space = action_space(env.action_space(params), self.name)
         self._obs_space = env.observation_space(params)
         self.observation_space = _observation_space(self._obs_space, self.name)
         self.task_spec = self._task_spec(task_bounds or {})
@@ -126,7 +124,7 @@ class GymnaxEnv(Env):
         unknown = sorted(set(bounds) - set(traceable))
         if unknown:
             hint = did_you_mean(unknown[0], traceable)
-            raise ValueError(
+            raise ConfigError(
                 f"{self.name}: task_bounds names {unknown}, which are not task fields{hint} "
                 f"Task fields: {', '.join(traceable) or 'none'}"
             )
@@ -135,7 +133,7 @@ class GymnaxEnv(Env):
             default = candidates[name]
             low, high = bounds[name] if name in bounds else default_bounds(default)
             if not low <= default.min() <= default.max() <= high:
-                raise ValueError(
+                raise ConfigError(
                     f"{self.name}: task_bounds for {name!r} are [{low}, {high}], which leave out its default {default.tolist()}"
                 )
             spec[name] = TaskField(
@@ -169,67 +167,30 @@ class GymnaxEnv(Env):
         params = self.params.replace(**values)
         key = jax.random.PRNGKey(0)
         _, state = self.gymnax_env.reset_env(key, params)
-        return self.gymnax_env.step_env(key, state, self._zero_action(), params)
-
-    def params_for(self, task: Task):
-        """The gymnax `EnvParams` a task stands for (an unbatched task)."""
-        return self.params.replace(**{name: task[name] for name in self.task_spec})
+        return self.gymnax_env.step_env(key, state, zero_action(self.action_space), params)
 
     # -- stepping ------------------------------------------------------------------------
 
-    def _zero_action(self):
-        if isinstance(self.action_space, gymnasium.spaces.Discrete):
-            return jnp.zeros((), jnp.int32)
-        return jnp.zeros(self.action_space.shape, jnp.float32)
-
-    def _action(self, action):
-        if isinstance(self.action_space, gymnasium.spaces.Discrete):
-            return jnp.asarray(action, jnp.int32)
-        return jnp.asarray(action, jnp.float32).reshape(self.action_space.shape)
-
     def observe(self, obs) -> jax.Array:
-        """A gymnax observation as this env's flat float32 vector."""
+        """A gymnax observation as this env's flat float32 vector (a discrete one one-hot)."""
         if isinstance(self._obs_space, gymnax_spaces.Discrete):
             return jax.nn.one_hot(obs, self._obs_space.n, dtype=jnp.float32).reshape(-1)
-        return jnp.asarray(obs, jnp.float32).reshape(-1)
+        return super().observe(obs)
 
     def reset(self, key, task) -> EnvState:
         obs, state = self.gymnax_env.reset_env(key, self.params_for(task))
-        return EnvState.create(obs=self.observe(obs), task=task, physics=_strongly_typed(state))
+        return self.first(obs, task, state)
 
     def step(self, state, action, key) -> EnvState:
-        params, action = self.params_for(state.task), self._action(action)
+        params, action = self.params_for(state.task), self.action(action)
         obs, physics, reward, done, _ = self.gymnax_env.step_env(key, state.physics, action, params)
         if self.folds_time_limit:
-            never = params.replace(**{TIME_LIMIT_FIELD: NEVER})
-            done = self.gymnax_env.step_env(key, state.physics, action, never)[3]
-        return state.replace(
-            obs=self.observe(obs),
-            reward=jnp.asarray(reward, jnp.float32).reshape(()),
-            terminated=jnp.asarray(done, jnp.bool_).reshape(()),
-            physics=_strongly_typed(physics),
-        )
+            done = natural_end(self.gymnax_env.step_env, TIME_LIMIT_FIELD, key, state.physics, action, params)
+        return self.stepped(state, obs, reward, done, physics)
 
 
 def _task_dtype(default: np.ndarray) -> type:
     return np.int32 if default.dtype.kind in "iu" else np.float32
-
-
-def _strongly_typed(tree: Any) -> Any:
-    # gymnax states hold Python scalars (a reset's `time=0`); make every leaf a strongly typed
-    # array, so a state has one type before and after a step, as scan carries need.
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.asarray(x).dtype), tree)
-
-
-def _action_space(space, name: str) -> gymnasium.spaces.Space:
-    if isinstance(space, gymnax_spaces.Discrete):
-        return gymnasium.spaces.Discrete(int(space.n))
-    if isinstance(space, gymnax_spaces.Box) and len(tuple(space.shape)) == 1:
-        shape = tuple(space.shape)
-        low = np.broadcast_to(np.asarray(space.low, np.float32), shape)
-        high = np.broadcast_to(np.asarray(space.high, np.float32), shape)
-        return gymnasium.spaces.Box(low, high, shape, np.float32)
-    raise TypeError(f"{name}: only Discrete and 1-D Box action spaces are supported, got {space!r}")
 
 
 def _observation_space(space, name: str) -> gymnasium.spaces.Box:

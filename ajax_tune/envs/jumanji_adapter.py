@@ -27,25 +27,24 @@ import jumanji
 import numpy as np
 from jumanji.specs import jumanji_specs_to_gym_spaces
 
-from ajax_tune.envs.base import Env, EnvState
+from ajax_tune.envs.base import EnvState
+from ajax_tune.envs.suite import SuiteEnv, checked_steps, unknown_id
 from ajax_tune.errors import ConfigError
-from ajax_tune.imports import did_you_mean
 
 DEFAULT_TIME_LIMIT = 1000  # for envs with no `time_limit` of their own
 
 
-class JumanjiEnv(Env):
+class JumanjiEnv(SuiteEnv):
     """`jumanji.make(env_id, **kwargs)`; jumanji's (state, timestep) pair is `EnvState.physics`."""
 
     def __init__(self, env_id: str, max_episode_steps: int | None = None, **jumanji_kwargs):
         known = sorted(jumanji.registered_environments())
         if env_id not in known:
-            hint = did_you_mean(f"jumanji/{env_id}", [f"jumanji/{name}" for name in known])
-            raise KeyError(f"unknown jumanji env {env_id!r}{hint} jumanji has: {', '.join(known)}")
+            raise unknown_id("jumanji", env_id, known)
         self.name = f"jumanji/{env_id}"
         self.jumanji_env = jumanji.make(env_id, **jumanji_kwargs)
         own_limit = getattr(self.jumanji_env, "time_limit", None)
-        self.max_episode_steps = int(max_episode_steps or own_limit or DEFAULT_TIME_LIMIT)
+        self.max_episode_steps = checked_steps(self.name, max_episode_steps) or int(own_limit or DEFAULT_TIME_LIMIT)
         self.task_spec = {}
 
         action = jumanji_specs_to_gym_spaces(self.jumanji_env.action_spec)
@@ -64,16 +63,13 @@ class JumanjiEnv(Env):
         return jnp.concatenate([jnp.asarray(x, jnp.float32).reshape(-1) for x in jax.tree.leaves(observation)])
 
     def reset(self, key, task) -> EnvState:
-        state, timestep = _strongly_typed(self.jumanji_env.reset(key))
-        return EnvState.create(obs=self.observe(timestep.observation), task=task, physics=(state, timestep))
+        state, timestep = self.jumanji_env.reset(key)
+        return self.first(timestep.observation, task, (state, timestep))
 
     def step(self, state, action, key) -> EnvState:
-        inner, timestep = _strongly_typed(self.jumanji_env.step(state.physics[0], jnp.asarray(action, jnp.int32)))
-        return state.replace(
-            obs=self.observe(timestep.observation),
-            reward=jnp.asarray(timestep.reward, jnp.float32).reshape(()),
-            terminated=timestep.last() & (timestep.discount == 0),
-            physics=(inner, timestep),
+        inner, timestep = self.jumanji_env.step(state.physics[0], self.action(action))
+        return self.stepped(
+            state, timestep.observation, timestep.reward, timestep.last() & (timestep.discount == 0), (inner, timestep)
         )
 
 
@@ -104,8 +100,3 @@ def _bounds(value: Any, space: gymnasium.spaces.Space) -> list[tuple[np.ndarray,
     else:
         raise ConfigError(f"a jumanji observation field of space {space} is not offered")
     return [(low, high)]
-
-
-def _strongly_typed(tree: Any) -> Any:
-    # a scan carry needs one type before and after a step; jumanji's resets hold weak scalars
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.asarray(x).dtype), tree)

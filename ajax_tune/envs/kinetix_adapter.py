@@ -34,13 +34,13 @@ from kinetix.environment import ActionType, EnvParams, ObservationType, make_kin
 from kinetix.environment.utils import create_empty_env
 from kinetix.util.saving import BASE_DIR, load_evaluation_levels, load_from_json_file
 
-from ajax_tune.envs.base import Env, EnvState, TaskField, stack_tasks
+from ajax_tune.envs.base import EnvState, TaskField, stack_tasks
+from ajax_tune.envs.suite import SuiteEnv, time_limit
 from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.imports import did_you_mean
 
 SIZES = ("s", "m", "l")
 ACTIONS = {"continuous": ActionType.CONTINUOUS, "discrete": ActionType.DISCRETE}
-NEVER = int(np.iinfo(np.int32).max)
 SETS = ("handmade", "all")
 
 
@@ -50,8 +50,10 @@ def shipped_levels(size: str) -> list[str]:
     return sorted(names, key=lambda n: (0, int(m.group(1))) if (m := re.match(rf"{size}/h(\d+)_", n)) else (1, n))
 
 
-class KinetixEnv(Env):
+class KinetixEnv(SuiteEnv):
     """Kinetix's env of one size without its auto-reset; its `EnvState` is `EnvState.physics`."""
+
+    clip_actions = True
 
     def __init__(self, name: str, max_episode_steps: int | None = None, actions: str = "continuous"):
         size, _, level = name.partition("/")
@@ -68,8 +70,7 @@ class KinetixEnv(Env):
         self.name = f"kinetix/{name}"
         self.static_params = static_env_params_from_size(size)
         defaults = EnvParams()
-        self.max_episode_steps = int(max_episode_steps or defaults.max_timesteps)
-        self.params = defaults.replace(max_timesteps=NEVER)  # the episode wrapper owns the time limit
+        self.max_episode_steps, self.params = time_limit(self.name, defaults, "max_timesteps", max_episode_steps, keep=False)
         self.kinetix_env = make_kinetix_env(
             ACTIONS[actions], ObservationType.SYMBOLIC_FLAT, None, defaults, self.static_params, auto_reset=False
         )
@@ -149,25 +150,12 @@ class KinetixEnv(Env):
     # -- stepping ------------------------------------------------------------------------
 
     def reset(self, key, task) -> EnvState:
-        state = self.level_of(task["level"])
-        obs, state = self.kinetix_env.reset_env(key, self.params, override_reset_state=state)
-        return EnvState.create(obs=self.observe(obs), task=task, physics=state)
-
-    def observe(self, obs) -> jax.Array:
-        return jnp.asarray(obs, jnp.float32).reshape(-1)
+        obs, state = self.kinetix_env.reset_env(key, self.params, override_reset_state=self.level_of(task["level"]))
+        return self.first(obs, task, state)
 
     def step(self, state, action, key) -> EnvState:
-        if isinstance(self.action_space, gymnasium.spaces.Discrete):
-            action = jnp.asarray(action, jnp.int32)
-        else:
-            action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
-        obs, physics, reward, done, _ = self.kinetix_env.step_env(key, state.physics, action, self.params)
-        return state.replace(
-            obs=self.observe(obs),
-            reward=jnp.asarray(reward, jnp.float32).reshape(()),
-            terminated=jnp.asarray(done, jnp.bool_).reshape(()),
-            physics=physics,
-        )
+        obs, physics, reward, done, _ = self.kinetix_env.step_env(key, state.physics, self.action(action), self.params)
+        return self.stepped(state, obs, reward, done, physics)
 
 
 _LEVELS: dict[tuple[str, object], object] = {}

@@ -16,30 +16,26 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import gymnasium
-import jax
-import jax.numpy as jnp
 import navix
 import numpy as np
 
-from ajax_tune.envs.base import Env, EnvState
-from ajax_tune.imports import did_you_mean
+from ajax_tune.envs.base import EnvState
+from ajax_tune.envs.suite import SuiteEnv, checked_steps, unknown_id
 
 TERMINATION = 2  # navix's StepType: 0 transition, 1 truncation, 2 termination
 
 
-class NavixEnv(Env):
+class NavixEnv(SuiteEnv):
     """`navix.make(env_id, max_steps=...)`; navix's `Timestep` is kept whole in `EnvState.physics`."""
 
     def __init__(self, env_id: str, max_episode_steps: int | None = None):
         known = sorted(navix.registry())
         if env_id not in known:
-            hint = did_you_mean(f"navix/{env_id}", [f"navix/{name}" for name in known])
-            raise KeyError(f"unknown navix env {env_id!r}{hint} navix has: {', '.join(known)}")
+            raise unknown_id("navix", env_id, known)
         self.name = f"navix/{env_id}"
-        kwargs = {} if max_episode_steps is None else {"max_steps": int(max_episode_steps)}
+        steps = checked_steps(self.name, max_episode_steps)
+        kwargs = {} if steps is None else {"max_steps": steps}
         self.navix_env = navix.make(env_id, observation_fn=navix.observations.symbolic, **kwargs)
         self.max_episode_steps = int(self.navix_env.max_steps)
         self.task_spec = {}
@@ -48,23 +44,10 @@ class NavixEnv(Env):
         self.observation_space = gymnasium.spaces.Box(0.0, 255.0, (size,), np.float32)
         self.action_space = gymnasium.spaces.Discrete(int(self.navix_env.action_space.maximum) + 1)
 
-    def observe(self, timestep) -> jax.Array:
-        return jnp.asarray(timestep.observation, jnp.float32).reshape(-1)
-
     def reset(self, key, task) -> EnvState:
-        timestep = _strongly_typed(self.navix_env.reset(key))
-        return EnvState.create(obs=self.observe(timestep), task=task, physics=timestep)
+        timestep = self.navix_env.reset(key)
+        return self.first(timestep.observation, task, timestep)
 
     def step(self, state, action, key) -> EnvState:
-        timestep = _strongly_typed(self.navix_env.step(state.physics, jnp.asarray(action, jnp.int32)))
-        return state.replace(
-            obs=self.observe(timestep),
-            reward=jnp.asarray(timestep.reward, jnp.float32).reshape(()),
-            terminated=timestep.step_type == TERMINATION,
-            physics=timestep,
-        )
-
-
-def _strongly_typed(tree: Any) -> Any:
-    # navix's reset starts the return at a weakly typed 0.0; a scan carry needs one type.
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.asarray(x).dtype), tree)
+        timestep = self.navix_env.step(state.physics, self.action(action))
+        return self.stepped(state, timestep.observation, timestep.reward, timestep.step_type == TERMINATION, timestep)

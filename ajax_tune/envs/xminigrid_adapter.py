@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium
-import jax
 import jax.numpy as jnp
 import numpy as np
 import xminigrid
@@ -41,9 +40,9 @@ from xminigrid.core.goals import AgentNearGoal
 from xminigrid.types import RuleSet
 
 from ajax_tune import compat
-from ajax_tune.envs.base import Env, EnvState, TaskField, validate_task
+from ajax_tune.envs.base import EnvState, TaskField, validate_task
+from ajax_tune.envs.suite import SuiteEnv, time_limit, unknown_id
 from ajax_tune.errors import ConfigError, TaskError
-from ajax_tune.imports import did_you_mean
 
 NUM_GOALS = 15  # goal kinds xminigrid's check_goal switches over (0: the empty goal)
 NUM_RULES = 13  # rule kinds its check_rule switches over (0: the empty rule)
@@ -61,7 +60,7 @@ def default_ruleset() -> dict[str, np.ndarray]:
     }
 
 
-class XMiniGridEnv(Env):
+class XMiniGridEnv(SuiteEnv):
     """`xminigrid.make(env_id)`, its ruleset (XLand) as the task.
 
     The dynamic state is xminigrid's `TimeStep`, whole, in `EnvState.physics`.
@@ -78,14 +77,18 @@ class XMiniGridEnv(Env):
     ):
         known = xminigrid.registered_environments()
         if env_id not in known:
-            hint = did_you_mean(f"xminigrid/{env_id}", [f"xminigrid/{name}" for name in known])
-            raise KeyError(f"unknown xminigrid env {env_id!r}{hint} xminigrid has: {', '.join(known)}")
+            raise unknown_id("xminigrid", env_id, known)
         self.name = f"xminigrid/{env_id}"
         self.xland = env_id.startswith("XLand-")
+        for what, value, least in (("max_rules", max_rules, 1), ("max_tiles", max_tiles, 1), ("view_size", view_size, 3)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least):
+                raise ConfigError(f"{self.name}: {what} must be an integer >= {least}, got {value!r}")
+        if view_size is not None and view_size % 2 == 0:
+            raise ConfigError(f"{self.name}: view_size must be odd (the agent sees as far to each side), got {view_size}")
         overrides = {} if view_size is None else {"view_size": int(view_size)}
         self.xminigrid_env, params = xminigrid.make(env_id, **overrides)
-        self.max_episode_steps = int(max_episode_steps or params.max_steps)
-        self.params = params.replace(max_steps=self.max_episode_steps)
+        # its reward reads the limit (1 - 0.9 * steps / max_steps): the params carry the wrapper's
+        self.max_episode_steps, self.params = time_limit(self.name, params, "max_steps", max_episode_steps, keep=True)
         if not self.xland and (benchmark or max_rules or max_tiles):
             raise ConfigError(
                 f"{self.name} is a MiniGrid env with a fixed goal: benchmark, max_rules and max_tiles are for XLand envs"
@@ -95,9 +98,16 @@ class XMiniGridEnv(Env):
         default = default_ruleset() if self.benchmark is None else {k: v[0] for k, v in self.benchmark.items()}
         rules = max(default["rules"].shape[0], int(max_rules or 0))
         tiles = max(default["init_tiles"].shape[0], int(max_tiles or 0))
+        source = "the default ruleset's" if self.benchmark is None else "the benchmark's"
         for what, given, needed in (("max_rules", max_rules, rules), ("max_tiles", max_tiles, tiles)):
             if given is not None and int(given) < needed:
-                raise ConfigError(f"{self.name}: {what}={given} is fewer than the benchmark's {needed}")
+                raise ConfigError(f"{self.name}: {what}={given} is fewer than {source} {needed}")
+        inside = (int(params.height) - 2) * (int(params.width) - 2)  # within the outer wall; inner walls take more
+        if self.xland and tiles + 1 > inside:
+            raise ConfigError(
+                f"{self.name}: {tiles} tiles and the agent do not fit its {params.height} x {params.width} grid, which has "
+                f"at most {inside} free cells (max_tiles, or the benchmark's rulesets)"
+            )
         self.task_spec = {}
         if self.xland:
             default = pad_ruleset(default, rules, tiles)
@@ -176,22 +186,13 @@ class XMiniGridEnv(Env):
 
     # -- stepping ------------------------------------------------------------------------
 
-    def observe(self, timestep) -> jax.Array:
-        return jnp.asarray(timestep.observation, jnp.float32).reshape(-1)
-
     def reset(self, key, task) -> EnvState:
-        timestep = _strongly_typed(self.xminigrid_env.reset(self.params_for(task), key))
-        return EnvState.create(obs=self.observe(timestep), task=task, physics=timestep)
+        timestep = self.xminigrid_env.reset(self.params_for(task), key)
+        return self.first(timestep.observation, task, timestep)
 
     def step(self, state, action, key) -> EnvState:
-        timestep = self.xminigrid_env.step(self.params_for(state.task), state.physics, jnp.asarray(action, jnp.int32))
-        timestep = _strongly_typed(timestep)
-        return state.replace(
-            obs=self.observe(timestep),
-            reward=jnp.asarray(timestep.reward, jnp.float32),
-            terminated=(timestep.discount == 0) & timestep.last(),
-            physics=timestep,
-        )
+        timestep = self.xminigrid_env.step(self.params_for(state.task), state.physics, self.action(action))
+        return self.stepped(state, timestep.observation, timestep.reward, (timestep.discount == 0) & timestep.last(), timestep)
 
 
 def read_benchmark(path: str | pathlib.Path, name: str) -> dict[str, np.ndarray]:
@@ -248,8 +249,3 @@ def _check_ruleset(env: str, task: Mapping[str, np.ndarray]) -> None:
             raise TaskError(
                 f"{env}: task field {field!r} names an unknown {what[:-1]} ({int(ids.max())}); xminigrid has {count} {what}"
             )
-
-
-def _strongly_typed(tree: Any) -> Any:
-    # xminigrid's reset returns weakly typed scalars (reward 0.0); a scan carry needs one type.
-    return jax.tree.map(lambda x: jnp.asarray(x, jnp.asarray(x).dtype), tree)

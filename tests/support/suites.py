@@ -1,19 +1,23 @@
 """What every env suite's tests check (tests/test_suite_*.py): a Runner builds, trains two calls,
 saves and restores into a fresh Runner that continues as the original does, and a new task (where
-the suite has tasks) changes data, not the program; the env exported to gymnasium passes its checker."""
+the suite has tasks) changes data, not the program, and the env's behaviour, not only what
+`get_task()` reads back; the env exported to gymnasium passes its checker."""
 
 from __future__ import annotations
 
 import warnings
 
+import jax
 import numpy as np
 import pytest
 
-from ajax_tune.envs import make_env
+from ajax_tune.compat import jit_cache_size
+from ajax_tune.envs import EpisodeWrapper, make_env
+from ajax_tune.envs.base import task_to_jax
 from ajax_tune.envs.gymnasium_adapter import as_gymnasium
 from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.runner import Runner
-from tests.support.helpers import assert_trees_equal, programs_built
+from tests.support.helpers import assert_trees_equal, host, programs_built
 
 #: the smallest PPO that trains: 4 envs, unrolls of 8, two updates a call
 TINY = {
@@ -63,6 +67,56 @@ def smoke(config: dict, tmp_path, new_task=None) -> Runner:
     assert third["env_steps"] == again["env_steps"] == 3 * first["env_steps"]
     assert_trees_equal(runner.state.agent.params, restored.state.agent.params)
     return runner
+
+
+def episode_rollout(env, max_episode_steps: int | None = None, seed: int = 0):
+    """`run(task, actions)`: `env`, episode-wrapped, reset on `task` and stepped through `actions`
+    (one per step, stacked) with keys drawn from `seed`; the first state and the states after
+    each step, on the host. One program for every task and every action sequence of one length."""
+    wrapped = EpisodeWrapper(env, max_episode_steps)
+
+    @jax.jit
+    def rollout(task, actions):
+        reset_key, step_key = jax.random.split(jax.random.PRNGKey(seed))
+
+        def step(state, xs):
+            action, key = xs
+            state = wrapped.step(state, action, key)
+            return state, state
+
+        first = wrapped.reset(reset_key, task)
+        keys = jax.random.split(step_key, len(jax.tree.leaves(actions)[0]))
+        return first, jax.lax.scan(step, first, (actions, keys))[1]
+
+    def run(task, actions):
+        return host(rollout(task_to_jax(env.validate_task(task)), actions))
+
+    run.program = rollout
+    return run
+
+
+def step_keys(seed: int, steps: int):
+    """The reset key and the step keys `episode_rollout(..., seed)` uses, to step a suite's own
+    env beside it."""
+    reset_key, step_key = jax.random.split(jax.random.PRNGKey(seed))
+    return reset_key, jax.random.split(step_key, steps)
+
+
+def assert_task_changes_behaviour(env, task_a, task_b, actions, max_episode_steps: int | None = None):
+    """The same keys and actions under `task_a` and `task_b` give another trajectory (an
+    observation, a reward or an episode's end differs), in one program: a new task reaches the
+    env's dynamics, not only what `get_task()` reads back. An adapter that ignored its task would
+    step both alike. Returns both trajectories (first state, states after each step)."""
+    run = episode_rollout(env, max_episode_steps)
+    a, b = run(task_a, actions), run(task_b, actions)
+    assert jit_cache_size(run.program) == 1, "a new task recompiled"
+    differs = [
+        name
+        for name in ("obs", "reward", "terminated", "truncated")
+        if not all(np.array_equal(getattr(x, name), getattr(y, name)) for x, y in zip(a, b))
+    ]
+    assert differs, "two tasks gave the same trajectory: the task does not reach the dynamics"
+    return a, b
 
 
 def gymnasium_check(name: str, **kwargs) -> None:
