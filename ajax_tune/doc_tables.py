@@ -21,6 +21,7 @@ from ajax_tune.fields import OPTIONAL, field_kind
 from ajax_tune.loop import LoopConfig
 from ajax_tune.population.spec import PBT, PopulationConfig, Prune, Select
 from ajax_tune.schedules import Schedule
+from ajax_tune.ued.registry import BUILT_IN, resolve_algorithm
 
 KINDS = {"static": "static", "traced": "traced", "init": "init-only"}
 BOUNDS = (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<"))
@@ -39,7 +40,7 @@ TYPES = {
 INTRO = """\
 # Configuration keys
 
-Every key of a trial config's `agent`, `train`, `env`, `resources` and `population` sections, generated from
+Every key of a trial config's `agent`, `train`, `env`, `resources`, `population` and `ued` sections, generated from
 the fields' own declarations (`python -m ajax_tune.doc_tables > docs/agents.md`; a test keeps this
 file equal to that output). The second column says what changing the key costs:
 
@@ -49,7 +50,8 @@ file equal to that output). The second column says what changing the key costs:
 - **init-only**: read when a run starts (a seed, a starting task); a new value means a new run.
 
 `agent.name` picks the table (`ppo` by default, or a `module:Class` import path); the other
-`agent` keys are that agent's."""
+`agent` keys are that agent's. Likewise `ued.algorithm` picks the `ued` table: a level algorithm
+of one's own (`module:Class`) declares its keys the same way (docs/write-a-level-algorithm.md)."""
 
 
 def _value(value: Any) -> str:
@@ -137,6 +139,9 @@ def sections() -> list[tuple[str, str, type]]:
         ("`population.pbt`", _doc(PBT), PBT),
         ("`population.prune`", _doc(Prune), Prune),
     ]
+    for name in BUILT_IN:  # a level algorithm's settings are its own (docs/curricula.md, levels)
+        algorithm = resolve_algorithm(name)
+        out.append((f"`ued` with `algorithm: {name}`", _doc(algorithm), algorithm.Settings))
     return out
 
 

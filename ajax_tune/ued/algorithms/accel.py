@@ -33,6 +33,10 @@ class ACCELState(PLRState):
 
 
 class ACCEL(RobustPLR):
+    """ACCEL: robust PLR whose every replay is followed by a rollout on its levels edited `edits`
+    times; the edited levels are scored and offered to the buffer, and the agent does not learn
+    from them."""
+
     Settings = ACCELSettings
     row_keys = ("ued/replay", "ued/mutate", *BUFFER_ROWS)
 

@@ -9,6 +9,9 @@ from ajax_tune.ued.algorithm import Decision, LevelAlgorithm
 
 
 class DomainRandomisation(LevelAlgorithm):
+    """Domain randomisation: fresh levels from the generator every rollout; the agent learns from
+    every one."""
+
     def init(self, level):
         return ()  # nothing to remember
 

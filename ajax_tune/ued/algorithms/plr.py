@@ -58,6 +58,9 @@ class Memo:
 
 
 class PLR(LevelAlgorithm):
+    """Prioritised level replay: fresh levels are scored and offered to a buffer, buffer levels are
+    replayed by rank and staleness, and the agent learns from both kinds of rollout."""
+
     Settings = PLRSettings
     row_keys = ("ued/replay", *BUFFER_ROWS)
     latest_keys = BUFFER_ROWS
@@ -146,6 +149,9 @@ class PLR(LevelAlgorithm):
 
 
 class RobustPLR(PLR):
+    """Robust PLR: PLR whose agent learns from replayed levels only; fresh levels are only scored,
+    so every gradient comes from levels chosen for their score."""
+
     learns_from_fresh = False
 
 

@@ -44,6 +44,11 @@ class SFLState:
 
 
 class SFL(LevelAlgorithm):
+    """Sampling For Learnability: every `refresh_every` updates, the `keep` of `candidates` fresh
+    levels with the highest p (1 - p) over `scoring_episodes` episodes each are kept; a share
+    `buffer_share` of each rollout's envs plays them, the rest fresh levels; the agent learns from
+    every rollout."""
+
     Settings = SFLSettings
     row_keys = BUFFER_ROWS
     latest_keys = BUFFER_ROWS
