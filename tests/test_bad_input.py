@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from ajax_tune.cli import main
+from ajax_tune.errors import ConfigError
 from ajax_tune.runner import Runner
 from ajax_tune.tune.experiment import Experiment
 from ajax_tune.yaml_loader import load
@@ -130,6 +131,8 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
         ("stop=[12]", "stop must be a mapping of result key to the value that ends a trial"),
         ("stop.training_iteration=ten", "stop.training_iteration must be a number"),
         ("stop.training_iteration=0", "stop.training_iteration must be > 0, got 0"),
+        ("stop.training_iteration=.nan", "stop.training_iteration must be a finite number, got nan: a NaN never ends a trial"),
+        ("stop.eval/return_mean=.inf", "stop.eval/return_mean must be a finite number, got inf"),
         ("stop={env_steps: -1}", "stop.env_steps must be > 0, got -1"),
         (
             "stop={training_iteraton: 3}",
@@ -147,7 +150,14 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
         ("tune.mode=maximum", "tune.mode must be one of ['min', 'max'], got 'maximum'"),
         ("tune.num_samples=0", "tune.num_samples must be >= 1, got 0"),
         ("tune.reuse_actors=maybe", "tune.reuse_actors must be true or false, got 'maybe'"),
-        ("tune.time_budget_s=-60", "tune.time_budget_s must be >= 0.0, got -60.0"),
+        ("tune.time_budget_s=-60", "tune.time_budget_s must be > 0.0, got -60.0"),
+        ("tune.time_budget_s=0", "tune.time_budget_s must be > 0.0, got 0.0"),  # no budget is no key, not 0
+        ("tune.time_budget_s=.nan", "tune.time_budget_s must be > 0.0, got nan"),
+        (
+            "tune.population=4",
+            "tune.population packs 4 configs per trial, but the search draws 1 in all (tune.num_samples 1): "
+            "raise tune.num_samples to 4 or lower tune.population to 1",
+        ),
         ("tune.time_budget_s=soon", "tune.time_budget_s must be a number, got 'soon'"),
         (
             "tune.scheduler={name: asha, time_attr: env_step}",
@@ -165,7 +175,7 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
         ),
         ("checkpoint=5", "checkpoint must be a mapping, got 5"),
         ("checkpoint.frequency=often", "checkpoint.frequency must be an integer, got 'often'"),
-        ("checkpoint.num_to_keep=-1", "checkpoint.num_to_keep must be >= 0, got -1"),
+        ("checkpoint.num_to_keep=0", "checkpoint.num_to_keep must be >= 1, got 0"),  # keep all: leave it out
         ("checkpoint.at_end=sometimes", "checkpoint.at_end must be true or false"),
         ("checkpoint.frequncy=2", "unknown key checkpoint.'frequncy'; did you mean checkpoint.'frequency'?"),
         ("failure.max_failures=some", "failure.max_failures must be an integer, got 'some'"),
@@ -193,6 +203,24 @@ def test_every_section_is_checked_before_ray_starts(experiment, capsys, override
     if "needs about" in message:
         assert "GiB of state (agent.capacity 1,000,000,000 transitions x 4 seeds" in err and "this machine has" in err
     assert not ray.is_initialized()
+
+
+def test_a_population_larger_than_the_configs_drawn_is_refused_and_one_that_fits_is_not():
+    """`tune.population` against `num_samples` times the grid's points: as many configs as one
+    trial holds is a full trial; one more member than the search draws would leave the trial
+    short without a word. Budgets left out are None (no budget), not 0."""
+    raw = load(EXPERIMENT)
+    raw["trial"]["agent"]["lr"] = {"grid": [1e-3, 3e-3]}
+    raw["tune"] = {"num_samples": 2, "population": 4}
+    fits = Experiment.from_dict(raw)
+    assert fits.num_configs() == 4 and fits.tune.time_budget_s is None and fits.checkpoint.num_to_keep is None
+    raw["tune"]["population"] = 5
+    with pytest.raises(ConfigError) as info:
+        Experiment.from_dict(raw)
+    assert str(info.value) == (
+        "tune.population packs 5 configs per trial, but the search draws 4 in all (tune.num_samples 2 x 2 grid points): "
+        "raise tune.num_samples to 3 or lower tune.population to 4"
+    )
 
 
 def test_a_yaml_key_written_twice_is_refused(tmp_path, capsys):

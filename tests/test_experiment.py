@@ -91,9 +91,9 @@ def test_bad_search_options_are_refused_by_name(search, message):
 
 def test_time_budget_reaches_the_tuner(tmp_path):
     """`tune.time_budget_s` is Tune's `time_budget_s` (in the tuner's saved state, which a resume
-    reads); 0, the default, is no budget."""
-    assert experiment().tune.time_budget_s == 0.0
-    for budget, expected in ((90, 90.0), (0, None)):
+    reads); left out (None), the default, is no budget."""
+    assert experiment().tune.time_budget_s is None
+    for budget, expected in ((90, 90.0), (None, None)):
         name = f"budget{budget}"
         Experiment.from_dict({"name": name, "trial": TRIAL, "tune": {"time_budget_s": budget}}).tuner(storage_path=str(tmp_path))
         state = pickle.loads((tmp_path / name / "tuner.pkl").read_bytes())

@@ -70,7 +70,7 @@ VALIDATE_PROBE = textwrap.dedent("""
     from ajax_tune.errors import ConfigError
     from ajax_tune.tune.experiment import Experiment
     seen = {}
-    for name, overrides in (("quickstart", []), ("population", ["tune.population=4"])):
+    for name, overrides in (("quickstart", []), ("population", ["tune.population=2"])):
         Experiment.load(sys.argv[1], overrides)
         seen[name] = sorted(m for m in ("ray", "ray.tune") if m in sys.modules)
     try:  # an option is still checked against the searcher's signature, which imports Tune

@@ -172,7 +172,9 @@ def test_a_saved_search_restores_and_draws_on_as_if_it_never_stopped(tmp_path):
     rebuilds them: the same trials' member ids, the same next draws, the same budget."""
     from ray.tune.search.search_generator import SearchGenerator
 
-    experiment = Experiment.from_dict({"trial": cartpole_trial(lr={"loguniform": [1e-4, 1e-2]}), "tune": {"population": 2}})
+    experiment = Experiment.from_dict(
+        {"trial": cartpole_trial(lr={"loguniform": [1e-4, 1e-2]}), "tune": {"population": 2, "num_samples": 6}}
+    )
 
     def fresh(random_state):
         searcher = PopulationSearcher(VariantSearcher(random_state=random_state), size=2)
@@ -217,7 +219,7 @@ def test_a_saved_search_restores_and_draws_on_as_if_it_never_stopped(tmp_path):
         ),
         ({"population": 2, "search": {"name": "optuna", "seeed": 1}}, {}, r"^tune.search \(optuna\): unknown option 'seeed'"),
         (
-            {"population": 2, "metric": "loss/totl"},
+            {"population": 2, "num_samples": 2, "metric": "loss/totl"},
             {},
             r"^tune.metric: metric 'loss/totl' is not in any",
         ),

@@ -15,9 +15,9 @@
       max_concurrent_trials: 2
       reuse_actors: false
       population: 0             # K: pack K suggestions per trial as its members (population_search.py)
-      time_budget_s: 0          # the whole search's wall-clock budget in seconds; 0: none
+      time_budget_s: 3600       # the whole search's wall-clock budget in seconds; left out: none
     stop: {training_iteration: 12}
-    checkpoint: {frequency: 2, at_end: true, num_to_keep: 2}   # keeps the 2 best by tune.metric, and the latest
+    checkpoint: {frequency: 2, at_end: true, num_to_keep: 2}   # the 2 best by tune.metric, and the latest; left out: all
     failure: {max_failures: 0}
     wandb: {project: ajax-tune}  # optional; offline unless an API key is set
 
@@ -148,7 +148,7 @@ class Experiment:
         check_choice("scheduler", section)  # the options, without starting anything
         check_choice("search", section)
         if section.population or "population" in (raw.get("tune") or {}):
-            _check_population(section, members, scheduler)
+            _check_population(section, members, scheduler, configs_drawn(section.num_samples, trial))
         if members is not None:
             _check_mutations_reach_members(members, config_paths("scheduler", scheduler))
         checkpoint = parse_section(CheckpointSection, section_mapping(raw, "checkpoint"), "checkpoint")
@@ -205,7 +205,7 @@ class Experiment:
 
     def num_configs(self) -> int:
         """The configs the search draws: `num_samples`, times the grid's points where it has one."""
-        return self.tune.num_samples * math.prod(len(d.args) for d in domains(self.trial) if d.kind == "grid")
+        return configs_drawn(self.tune.num_samples, self.trial)
 
     def tuner(self, storage_path: str | None = None, callbacks: list | None = None):
         from ray import tune
@@ -233,7 +233,7 @@ class Experiment:
             scheduler=build_scheduler(section),
             max_concurrent_trials=limit,
             reuse_actors=section.reuse_actors,
-            time_budget_s=section.time_budget_s or None,
+            time_budget_s=section.time_budget_s,
             **trial_names(),
         )
         run_config = tune.RunConfig(
@@ -245,7 +245,7 @@ class Experiment:
             checkpoint_config=tune.CheckpointConfig(
                 checkpoint_frequency=self.checkpoint.frequency,
                 checkpoint_at_end=self.checkpoint.at_end,
-                num_to_keep=self.checkpoint.num_to_keep or None,
+                num_to_keep=self.checkpoint.num_to_keep,
                 checkpoint_score_attribute=section.metric,
                 checkpoint_score_order=section.mode,
             ),
@@ -261,10 +261,16 @@ class Experiment:
 # -- the sections outside `trial` ----------------------------------------------------------------
 
 
-def _check_population(section: TuneSection, members: Any, scheduler: Mapping) -> None:
+def configs_drawn(num_samples: int, trial: Any) -> int:
+    """The configs a search draws: `num_samples`, times the grid's points where it has one."""
+    return num_samples * math.prod(len(d.args) for d in domains(trial) if d.kind == "grid")
+
+
+def _check_population(section: TuneSection, members: Any, scheduler: Mapping, configs: int) -> None:
     """`tune.population`: a whole number of members per trial, a trial config without a
-    population of its own, a scheduler that treats trials as wholes; the wrapped search's
-    options (without importing Tune for a random search)."""
+    population of its own, a scheduler that treats trials as wholes, the wrapped search's options
+    (without importing Tune for a random search), and no more members than the search draws
+    configs (a trial would hold fewer than asked, without a word)."""
     if section.population < 1:
         raise ConfigError(
             f"tune.population must be a whole number of configs per trial >= 1, got {section.population!r} "
@@ -281,6 +287,14 @@ def _check_population(section: TuneSection, members: Any, scheduler: Mapping) ->
             f"use population-based training inside the trial, or no tune.population"
         )
     check_population_search(section)
+    if section.population > configs:
+        points = configs // section.num_samples
+        grid = f" x {points} grid points" if points > 1 else ""
+        raise ConfigError(
+            f"tune.population packs {section.population} configs per trial, but the search draws {configs} in all "
+            f"(tune.num_samples {section.num_samples}{grid}): raise tune.num_samples to "
+            f"{math.ceil(section.population / points)} or lower tune.population to {configs}"
+        )
 
 
 def _check_mutations_reach_members(population: Any, mutated: Mapping[str, list[tuple]]) -> None:

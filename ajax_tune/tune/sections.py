@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,8 +31,10 @@ class TuneSection:
     population: int = static(
         0, ge=0, doc="configs per trial: K suggestions packed as one trial's members (population_search.py); 0: one per trial"
     )
-    time_budget_s: float = static(
-        0.0, ge=0.0, doc="the experiment's wall-clock budget in seconds (Tune's time_budget_s): every trial stops then; 0: none"
+    time_budget_s: float | None = static(
+        None,
+        gt=0.0,
+        doc="the experiment's wall-clock budget in seconds (Tune's time_budget_s): every trial stops then; left out: none",
     )
 
 
@@ -39,7 +42,7 @@ class TuneSection:
 class CheckpointSection:
     frequency: int = static(0, ge=0, doc="checkpoint every this many iterations; 0: never in between")
     at_end: bool = static(True, doc="checkpoint when a trial ends")
-    num_to_keep: int = static(0, ge=0, doc="the best checkpoints kept by tune.metric (and the latest); 0: all")
+    num_to_keep: int | None = static(None, ge=1, doc="the best checkpoints kept by tune.metric (and the latest); left out: all")
 
 
 @config_section("failure")
@@ -77,6 +80,11 @@ def parse_stop(value: Any) -> dict:
     for key, limit in value.items():
         if not isinstance(limit, (int, float)) or isinstance(limit, bool):
             raise ConfigError(f"stop.{key} must be a number (a trial ends at the first result with {key} >= it), got {limit!r}")
+        if not math.isfinite(limit):
+            raise ConfigError(
+                f"stop.{key} must be a finite number, got {limit!r}: a NaN never ends a trial, an infinity never "
+                f"or at its first result"
+            )
         if key in COUNTERS and limit <= 0:
             raise ConfigError(
                 f"stop.{key} must be > 0, got {limit!r}: {key} is already past it at the first result, "
