@@ -139,8 +139,8 @@ def test_split_runs_with_save_and_restore_are_bit_identical(tmp_path):
 def test_evaluation_and_the_gymnasium_policy_carry_the_state(tmp_path, capsys):
     runner = Runner(runner_config())
     runner.train()
-    out = runner.evaluate(episodes=3, seed=1)
-    assert out["return"].shape == (2, 3) and np.all(out["return"] >= 1)
+    out = runner.evaluate(episodes=3, seed=0)
+    assert out["return"].shape == (2, 3)
     policy = runner.policy()
     first = policy(np.zeros(2, np.float32))
     assert policy.carry is not None and int(first) in (0, 1)
@@ -150,6 +150,9 @@ def test_evaluation_and_the_gymnasium_policy_carry_the_state(tmp_path, capsys):
     checkpoint = runner.save(tmp_path / "ckpt")
     assert main(["evaluate", str(checkpoint), "--episodes", "3", "--json"]) == 0
     jax_stats = json.loads(capsys.readouterr().out)
+    # the checkpoint's policy, restored in a fresh runner with its carries, plays the episodes the live one did
+    assert [jax_stats[f"return_{k}"] for k in ("min", "max")] == [out["return"].min(), out["return"].max()]
+    assert jax_stats["return_mean"] == pytest.approx(float(out["return"].mean()))
     # gymnasium's CartPole-v1 shows the policy position and angle only, as the JAX env did
     assert main(["evaluate", str(checkpoint), "--episodes", "3", "--gymnasium", "CartPole-v1", "--json"]) == 0
     gym_stats = json.loads(capsys.readouterr().out)
