@@ -13,7 +13,7 @@ import pytest
 
 from ajax_tune import Runner
 from ajax_tune.errors import ConfigError
-from ajax_tune.results.predict import result_keys
+from ajax_tune.expected_keys import result_keys
 from ajax_tune.ued import LevelSettingsWarning
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
 
@@ -162,6 +162,7 @@ def test_dr_plays_new_levels_every_rollout():
     for before, after in zip(played, played[1:]):
         assert not np.array_equal(before, after)
     assert len(np.unique(np.stack(played))) > 6  # drawn over the generator's 12 lengths, not a few
+    assert optimiser_steps(runner).tolist() == [8 * TINY["num_minibatches"]] * 2  # a gradient step from every rollout
 
 
 @pytest.mark.heavy
