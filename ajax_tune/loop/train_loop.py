@@ -189,11 +189,12 @@ class TrainLoop:
     def init(self, seed: int | Sequence[int] | None = None, task: Mapping | None = None) -> TrainState:
         """A fresh state. `seed` (one for every member, or one per member) gives each member the
         seeds a single run with that seed would have, so equal members train equal lanes."""
+        init = self.compiled.init  # first: it refuses devices this process cannot give, before anything compiles
         seed = self.config.seed if seed is None else seed
         seeds = list(seed) if isinstance(seed, Sequence) else [seed] * self.num_members
         keys = self.lanes.keys(seeds)
         task = self.env.validate_task(task or {})
-        return self.compiled.init(keys, task_to_jax(task))
+        return init(keys, task_to_jax(task))
 
     def abstract_state(self) -> TrainState:
         """The state's shapes and dtypes (`jax.ShapeDtypeStruct` leaves), traced from `init`

@@ -323,10 +323,11 @@ def _check_mutations_reach_members(population: Any, mutated: Mapping[str, list[t
 
 def trial_checks(trial: dict, metrics: Mapping[str, str], paths: Mapping[str, list[tuple]] | None = None) -> None:
     """The trial config checked for one sample of its space: everything `Runner.check` checks,
-    that its training state fits this machine, each of `metrics` (who names it -> the metric)
-    against the keys its results will hold (or Tune adds), and each of `paths` (PBT's mutations)
-    against the config's sections and their keys."""
+    that its training state fits this machine and its resources give it `train.devices`, each of
+    `metrics` (who names it -> the metric) against the keys its results will hold (or Tune adds),
+    and each of `paths` (PBT's mutations) against the config's sections and their keys."""
     from ajax_tune.build import build_loop, build_run
+    from ajax_tune.loop.compiled import check_devices, trial_devices
     from ajax_tune.memory import check_state_fits
     from ajax_tune.results.predict import keys_of
     from ajax_tune.runner import Runner
@@ -334,6 +335,7 @@ def trial_checks(trial: dict, metrics: Mapping[str, str], paths: Mapping[str, li
     cfg = Runner.check(trial)
     env, loop = build_loop(cfg)
     check_state_fits(loop, cfg.resources.gpu)
+    check_devices(cfg.train.devices, loop.num_lanes, *trial_devices(cfg.resources.gpu))  # what Runner checks once JAX runs
     keys = TUNE_KEYS | ALWAYS_REPORTED
     if not set(metrics.values()) <= keys:  # the config's own keys, traced (not compiled) only when needed
         keys |= keys_of(cfg, loop, build_run(cfg, env))
