@@ -1,15 +1,15 @@
 """A trial's parts, built from its config in one place.
 
-`Runner.check` builds them to find every mistake before compiling, `result_keys` to learn what
+`Runner.check` builds them to find every mistake before compiling, `expected_keys` to learn what
 a result will hold, and the `Runner` to train with them; the three cannot disagree because they
 call the same functions. Building never compiles and never starts JAX's backends: the env and
 the agent are Python objects, the tasks numpy arrays.
 
-Two kinds of part: the program (`build_loop`: the env and the compiled loop, rebuilt only when a
-static setting changes) and the run (`build_run`: the starting task, the levels, the task
-sampler, the held-out set and the curriculum's functions, new for every run). In a population
-every member gets a curriculum of its own: its own callbacks and sampler, built from the same
-specs, so no two members share the state of one.
+Two kinds of part: the program (`build_loop`: the env, the agent and the compiled loop, rebuilt
+only when a static setting changes) and the start of a run (`build_run`: the starting task, the
+levels, the held-out set and each member's curriculum objects, new for every run). Every member
+of a population gets its own task sampler, callbacks and env_task_fn, built from the same specs
+the same way, so no two members share the state of one.
 """
 
 from __future__ import annotations
@@ -24,47 +24,49 @@ from collections.abc import Callable
 import numpy as np
 
 from ajax_tune import compat, datasets
-from ajax_tune.agents import AGENTS
-from ajax_tune.config import Config, ConfigError, resolve_agent, resolve_callable
+from ajax_tune.agents import AGENTS, make_agent
+from ajax_tune.config import Config, resolve_agent, resolve_callable
 from ajax_tune.curriculum import Curriculum, make_callback
 from ajax_tune.curriculum.curriculum import callable_name
 from ajax_tune.curriculum.task_control import EnvContext, TaskControl
 from ajax_tune.envs import EpisodeWrapper, make_env
 from ajax_tune.envs.level_list import Levels
+from ajax_tune.errors import ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.offline import DatasetInput
-from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler
+from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler, reads_learning_signal
 
 
 @dataclasses.dataclass
-class RunParts:
-    """What a fresh run of a config starts from, besides the program."""
+class CurriculumParts:
+    """One member's own curriculum objects, before a control over its lanes exists."""
+
+    sampler: TaskSampler | None
+    callbacks: list
+    env_task_fn: Callable | None
+
+
+@dataclasses.dataclass
+class RunStart:
+    """What a fresh run of a config starts from besides its program: the first task, the levels,
+    the held-out tasks and each member's curriculum objects (`members[k]` is member k's)."""
 
     levels: Levels | None
     start_task: dict
-    sampler: TaskSampler | None
     histogram: TaskHistogram | None
     heldout: dict | None  # field -> [num_heldout, *shape]
-    env_task_fn: Callable | None
-    callbacks: list = dataclasses.field(default_factory=list)
-    #: the sampler, callbacks and env_task_fn of members 1.. of a population (member 0 has those above)
-    others: list[tuple[TaskSampler | None, list, Callable | None]] = dataclasses.field(default_factory=list)
+    members: list[CurriculumParts]
 
-    def curriculum(self, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
-        """The run's curriculum over `control`: these parts, owned by it from here on."""
-        return self._curriculum(control, env_ctx, self.sampler, self.callbacks, self.env_task_fn)
-
-    def curricula(self, controls: list[TaskControl], contexts: list[EnvContext]) -> tuple[Curriculum, ...]:
-        """One curriculum per member, each over its member's control: member 0's from the parts
-        above, every other member's from its own copies."""
-        own = [(self.sampler, self.callbacks, self.env_task_fn), *self.others]
-        if not len(own) == len(controls) == len(contexts):
-            raise ValueError(f"{len(own)} members' curriculum parts for {len(controls)} controls")
-        return tuple(self._curriculum(control, ctx, *parts) for control, ctx, parts in zip(controls, contexts, own))
-
-    def _curriculum(self, control, env_ctx, sampler, callbacks, env_task_fn) -> Curriculum:
+    def curriculum(self, member: int, control: TaskControl, env_ctx: EnvContext) -> Curriculum:
+        """Member `member`'s curriculum over `control`: its parts, owned by it from here on."""
+        parts = self.members[member]
         return Curriculum(
-            control, env_ctx, env_task_fn=env_task_fn, callbacks=callbacks, sampler=sampler, histogram=self.histogram
+            control,
+            env_ctx,
+            env_task_fn=parts.env_task_fn,
+            callbacks=parts.callbacks,
+            sampler=parts.sampler,
+            histogram=self.histogram,
         )
 
 
@@ -78,14 +80,13 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         raise ConfigError(f"env.kwargs do not fit {cfg.env.name}: {exc}") from None
     wrapped = EpisodeWrapper(env, cfg.env.max_episode_steps or None, cfg.env.truncation_penalty)
     agent_cls, _ = resolve_agent(cfg.agent_name)
-    form = getattr(agent_cls, "form", None)  # a user's agent class need not have forms
     encoder = getattr(cfg.agent, "encoder", None)
-    extra = {}
+    image_shape = None
     if encoder is not None:  # it reads the env's image: refused here, in one line, where there is none
         image_shape = getattr(env, "image_shape", None)
         encoder.check(image_shape, int(np.prod(env.observation_space.shape)), cfg.env.name)
-        extra["image_shape"] = tuple(image_shape)
-    agent = (form(cfg.agent) if callable(form) else agent_cls)(cfg.agent, env.observation_space, env.action_space, **extra)
+        image_shape = tuple(image_shape)
+    agent = make_agent(agent_cls, cfg.agent, env.observation_space, env.action_space, image_shape=image_shape)
     check_run = getattr(agent, "check_run", None)
     if callable(check_run):  # settings that only make sense against the run (a warm-up within each member's horizon)
         for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):
@@ -98,10 +99,27 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         cfg.train,
         heldout_names=heldout_names,
         num_members=cfg.num_members,
-        learning_signal=cfg.learning_signal,
+        learning_signal=learning_signal(cfg),
         dataset=dataset,
         ued=cfg.ued,
     )
+
+
+def learning_signal(cfg: Config) -> bool:
+    """Whether each call's statistics carry the agent's learning signal: where it costs nothing
+    (`learning_signal_is_free`: PPO's), where `train.learning_signal` is "always", or where the
+    task sampler reads it (`TaskSampler.reads_learning_signal`: PLR). A static setting of the
+    program, decided from three sections of the config."""
+    agent_cls, _ = resolve_agent(cfg.agent_name)
+    if getattr(agent_cls, "learning_signal_is_free", False) or cfg.train.learning_signal == "always":
+        return True
+    return reads_learning_signal(cfg.task_sampler)
+
+
+def program_settings(cfg: Config) -> dict:
+    """Everything whose change needs a new program: the config's static settings and whether
+    the program computes the learning signal."""
+    return {**cfg.static_settings(), "learning_signal": learning_signal(cfg)}
 
 
 def heldout_labels(cfg: Config, env) -> tuple[str, ...]:
@@ -129,63 +147,56 @@ def load_dataset(cfg: Config, env: EpisodeWrapper, agent) -> DatasetInput:
     return DatasetInput(datasets.load(path, env, continuous=agent.continuous), str(path))
 
 
-def build_run(cfg: Config, env) -> RunParts:
-    """The parts of a fresh run, each checked against the env."""
+def build_run(cfg: Config, env) -> RunStart:
+    """The start of a fresh run, each part checked against the env."""
     refuse_tasks_without_fields(env, cfg)
     levels, start_task = start_task_of(env, cfg)
-    sampler = make_task_sampler(env, cfg, levels, start_task)
-    callbacks = [make_callback(spec) for spec in cfg.callbacks]
     task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
-    others = [
-        (make_task_sampler(env, cfg, levels, start_task), member_callbacks(cfg, callbacks), member_task_fn(task_fn))
-        for _ in cfg.members[1:]
-    ]
-    return RunParts(
+    given: set[int] = set()  # the ids of objects a member already holds: every other member gets a copy
+    members = []
+    for _ in range(cfg.num_members):
+        callbacks = [_own(make_callback(spec), given, f"callbacks[{i}]") for i, spec in enumerate(cfg.callbacks)]
+        fn = task_fn if task_fn is None or _keeps_nothing(task_fn) else _own(task_fn, given, "env_task_fn")
+        members.append(CurriculumParts(make_task_sampler(env, cfg, levels, start_task), callbacks, fn))
+    return RunStart(
         levels=levels,
         start_task=start_task,
-        sampler=sampler,
-        histogram=histogram(env, sampler),
+        histogram=histogram(env, members[0].sampler),  # every member's sampler has the same space
         heldout=None if cfg.heldout is None else cfg.heldout.batch(env, base=start_task),
-        env_task_fn=task_fn,
-        callbacks=callbacks,
-        others=others,
+        members=members,
     )
 
 
-def member_callbacks(cfg: Config, first: list) -> list:
-    """Another member's callbacks, built from the same specs. A spec that is an instance gives
-    the same instance each time: that member gets a copy of it, so members never share one."""
-    out = []
-    for i, (spec, ours) in enumerate(zip(cfg.callbacks, first)):
-        callback = make_callback(spec)
-        if callback is ours:
-            try:
-                callback = copy.deepcopy(ours)
-            except Exception as exc:
-                raise ConfigError(
-                    f"callbacks[{i}] ({type(ours).__name__}): each member of a population gets its own copy of a "
-                    f"callback, and this instance cannot be copied ({type(exc).__name__}: {exc}); give its class, "
-                    f"or {{class: 'module:Class', kwargs: {{...}}}}, instead"
-                ) from None
-        out.append(callback)
-    return out
-
-
-def member_task_fn(task_fn: Callable | None) -> Callable | None:
-    """Another member's env_task_fn: a function keeps nothing between calls and is shared; an
-    object that may (a callable instance, a bound method) is copied, so members never share it."""
-    inner = task_fn
-    while isinstance(inner, functools.partial):
-        inner = inner.func
-    if task_fn is None or isinstance(inner, (types.FunctionType, types.BuiltinFunctionType, type)):
-        return task_fn
+def _own(obj, given: set[int], where: str):
+    """`obj` for the first member that takes it; a copy for every later one, so that members
+    never share an object that may keep state (a callback instance, a callable object)."""
+    if id(obj) not in given:
+        given.add(id(obj))
+        return obj
     try:
-        return copy.deepcopy(task_fn)
+        return copy.deepcopy(obj)
     except Exception as exc:
+        what = "callable object" if where == "env_task_fn" else "callback"
+        instead = (
+            "give a function instead"
+            if where == "env_task_fn"
+            else "give its class, or {class: 'module:Class', kwargs: {...}}, instead"
+        )
         raise ConfigError(
-            f"env_task_fn ({type(inner).__name__}): each member of a population gets its own copy of a callable object, "
-            f"and this one cannot be copied ({type(exc).__name__}: {exc}); give a function instead"
+            f"{where} ({type(_unwrapped(obj)).__name__}): each member of a population gets its own copy of a {what}, "
+            f"and this one cannot be copied ({type(exc).__name__}: {exc}); {instead}"
         ) from None
+
+
+def _keeps_nothing(task_fn: Callable) -> bool:
+    """A function (through any partial) keeps nothing between calls: members share it."""
+    return isinstance(_unwrapped(task_fn), (types.FunctionType, types.BuiltinFunctionType, type))
+
+
+def _unwrapped(fn):
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return fn
 
 
 def refuse_tasks_without_fields(env, cfg: Config) -> None:
@@ -218,7 +229,7 @@ def start_task_of(env, cfg: Config) -> tuple[Levels | None, dict]:
 
 
 def make_task_sampler(env, cfg: Config, levels: Levels | None, start_task: dict) -> TaskSampler | None:
-    """The trial's task sampler, its space checked against the env (None without one)."""
+    """A member's task sampler, its space checked against the env (None without one)."""
     if cfg.task_sampler is None:
         return None
     env_levels = None if levels is None else levels.tasks
@@ -233,8 +244,8 @@ def histogram(env, sampler: TaskSampler | None) -> TaskHistogram | None:
     return TaskHistogram(ranges, {k: env.task_spec[k].is_integer for k in ranges}) if ranges else None
 
 
-def named_metrics(parts: RunParts) -> dict[str, str]:
-    """Where a curriculum names a result key to watch: who names it -> the key."""
+def named_metrics(parts: CurriculumParts) -> dict[str, str]:
+    """Where a member's curriculum names a result key to watch: who names it -> the key."""
     named = {}
     task_fn = parts.env_task_fn
     if isinstance(task_fn, functools.partial) and isinstance(task_fn.keywords.get("metric"), str):

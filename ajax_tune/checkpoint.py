@@ -13,6 +13,7 @@ run's metadata names its dataset by path and content hash (`check_dataset`), nev
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import zlib
@@ -282,3 +283,66 @@ def check_dataset(directory, metadata: dict, current: dict) -> None:
             f"the dataset {current.get('path') or '?'} hashes to {str(current.get('hash'))[:12]} now: it changed since the "
             "checkpoint was written (use the dataset it learned from, or start a new run)"
         )
+
+
+@dataclasses.dataclass
+class TrialRecord:
+    """What a `Runner` keeps in a checkpoint's metadata (`extra`) beside its state: the config as
+    given, where the run stands, every member's curriculum (one entry per member, in member order,
+    a trial of one config included), PBT's lineage and a pruned population's survivors.
+
+    Checkpoints written before every member's curriculum was listed kept one at the top level: a
+    trial of one config its own, and a population the one every member started from; `from_extra`
+    reads it as `shared_curriculum`, each member's."""
+
+    config: dict | None = None
+    trial_id: str = ""
+    iteration: int = 0
+    best_member: int = 0
+    curricula: list[dict] | None = None
+    shared_curriculum: dict | None = None
+    pbt: dict | None = None
+    survivors: list[int] | None = None  # kept only for a population with prune
+    rungs: int = 0
+    result: dict = dataclasses.field(default_factory=dict)  # the last one reported (plain values)
+
+    def to_extra(self) -> dict:
+        return {
+            "trial_id": self.trial_id,
+            "iteration": self.iteration,
+            "best_member": self.best_member,
+            "curricula": self.curricula or [],
+            **({"pbt": self.pbt} if self.pbt is not None else {}),
+            **({"prune": {"survivors": list(self.survivors), "rungs": self.rungs}} if self.survivors is not None else {}),
+            "config": self.config,
+            "result": {k: v for k, v in self.result.items() if isinstance(v, (int, float, str, bool))},
+        }
+
+    @classmethod
+    def from_extra(cls, extra: dict) -> TrialRecord:
+        prune = extra.get("prune") or {}
+        shared = None
+        if "curricula" not in extra:  # the layout before every member was listed
+            shared = {"callbacks": extra.get("callbacks", []), "sampler": extra.get("sampler")}
+        return cls(
+            config=extra.get("config"),
+            trial_id=extra.get("trial_id", ""),
+            iteration=int(extra.get("iteration", 0)),
+            best_member=int(extra.get("best_member", 0)),
+            curricula=extra.get("curricula"),
+            shared_curriculum=shared,
+            pbt=extra.get("pbt"),
+            survivors=prune.get("survivors"),
+            rungs=int(prune.get("rungs", 0)),
+            result=dict(extra.get("result") or {}),
+        )
+
+    @classmethod
+    def read(cls, directory) -> TrialRecord:
+        return cls.from_extra(read_metadata(directory).get("extra", {}))
+
+    def member_curricula(self, count: int) -> list[dict]:
+        """The curriculum state of each of `count` members."""
+        if self.curricula is None:
+            return [self.shared_curriculum or {"callbacks": [], "sampler": None}] * count
+        return self.curricula

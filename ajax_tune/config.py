@@ -27,10 +27,10 @@ from typing import Any
 from ajax_tune.agents import AGENTS
 from ajax_tune.envs.level_list import level_list
 from ajax_tune.fields import ConfigError, check_keys, config_section, init_only, parse_section, static, static_values, validate
+from ajax_tune.heldout import HeldOut
 from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.loop import LoopConfig
 from ajax_tune.population.spec import Population, merge
-from ajax_tune.samplers.heldout import HeldOut
 from ajax_tune.ued import LevelSettings, parse_settings
 
 __all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent", "resolve_import"]
@@ -198,7 +198,8 @@ class Config:
         }
 
     def static_settings(self) -> dict:
-        """Everything whose change needs a new program (compared by `Runner.reconfigure`)."""
+        """The sections' static settings: with whether the program computes the learning signal
+        (`build.program_settings`), everything whose change needs a new program."""
         return {
             "env": static_values(self.env),
             "agent_name": self.agent_name,
@@ -207,20 +208,7 @@ class Config:
             "num_heldout": None if self.heldout is None else self.heldout.static_key,
             "num_members": self.num_members,
             "ued": None if self.ued is None else static_values(self.ued),
-            "learning_signal": self.learning_signal,
         }
-
-    @property
-    def learning_signal(self) -> bool:
-        """Whether each call's statistics carry the agent's learning signal: where it costs
-        nothing (`learning_signal_is_free`: PPO's), where `train.learning_signal` is "always", or
-        where the task sampler reads it (`TaskSampler.reads_learning_signal`: PLR)."""
-        from ajax_tune.samplers import reads_learning_signal
-
-        agent_cls, _ = resolve_agent(self.agent_name)
-        if getattr(agent_cls, "learning_signal_is_free", False) or self.train.learning_signal == "always":
-            return True
-        return reads_learning_signal(self.task_sampler)
 
     @property
     def num_heldout(self) -> int | None:

@@ -4,9 +4,10 @@ metric named against them.
 A curriculum, `tune.metric`, a stop condition or a checkpoint score may name a result key; a
 name that no result has would make a trial wait for ever, or fail inside it after compiling.
 `result_keys(config)` lists every key `Runner.train` reports for `config` (the same keys every
-iteration) from the vocabulary in `ajax_tune.results.keys` and the trial's parts: no row is faked and
-nothing compiles. The agent's own metrics come from its `metric_keys` where it declares them;
-otherwise its update is traced once (`jax.eval_shape`, no compilation) to learn them.
+iteration) from the vocabulary in `ajax_tune.results.keys` and the start of the trial's run
+(`build.build_run`): no row is faked and nothing compiles. The agent's own metrics come from its
+`metric_keys` where it declares them; otherwise its update is traced once (`jax.eval_shape`, no
+compilation) to learn them.
 `check_metric(metric, keys, who)` refuses a name outside them, suggesting the nearest key.
 """
 
@@ -18,8 +19,9 @@ from collections.abc import Collection, Mapping
 import jax
 import jax.numpy as jnp
 
-from ajax_tune.build import RunParts, build_loop, build_run
-from ajax_tune.config import Config, ConfigError
+from ajax_tune.build import RunStart, build_loop, build_run
+from ajax_tune.config import Config
+from ajax_tune.errors import ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.summary import LOOP_ROWS, summary_keys
 from ajax_tune.loop.ued import AGENT_UPDATES
@@ -37,49 +39,50 @@ def result_keys(config: Mapping | Config, *, tune: bool = False) -> frozenset[st
     return keys | frozenset(K.TUNE_KEYS) if tune else keys
 
 
-def keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
-    """The result keys of a run built from these parts (with a population, the headline keys,
+def keys_of(cfg: Config, loop: TrainLoop, start: RunStart) -> frozenset[str]:
+    """The result keys of a run that starts from `start` (with a population, the headline keys,
     which are one member's, and the population's own)."""
-    keys = member_keys_of(cfg, loop, parts)
+    keys = member_keys_of(cfg, loop, start)
     if cfg.population is not None:
         keys |= frozenset(population_keys(cfg.population))
-        own = member_own_keys(loop, parts)
+        own = member_own_keys(loop, start)
         keys |= frozenset(K.member_key(k, name) for k in range(cfg.num_members) for name in own)
     return keys
 
 
-def member_keys_of(cfg: Config, loop: TrainLoop, parts: RunParts) -> frozenset[str]:
+def member_keys_of(cfg: Config, loop: TrainLoop, start: RunStart) -> frozenset[str]:
     """The keys of one member's result: those of a single run of its config."""
     metrics, health = agent_keys(loop)
     metrics = [*metrics, *((*ued_row_keys(cfg.ued)[0], AGENT_UPDATES) if cfg.ued is not None else ())]
-    shapes = {k: tuple(v.shape) for k, v in parts.start_task.items()}
+    shapes = {k: tuple(v.shape) for k, v in start.start_task.items()}
     keys = {
         *K.RUNNER_KEYS,
         *loop.progress_keys(),
         *summary_keys(cfg.train.num_seeds, loop.heldout_names, shapes, metrics, health),
-        *curriculum_keys(parts),
+        *curriculum_keys(start),
     }
     return frozenset(keys)
 
 
-def member_own_keys(loop: TrainLoop, parts: RunParts) -> frozenset[str]:
+def member_own_keys(loop: TrainLoop, start: RunStart) -> frozenset[str]:
     """What each member of a population reports under `member/<k>/` besides
     `population.member_metrics`: its curriculum's keys and its held-out means."""
-    return curriculum_keys(parts) | frozenset(K.heldout_mean_keys(loop.num_heldout))
+    return curriculum_keys(start) | frozenset(K.heldout_mean_keys(loop.num_heldout))
 
 
-def curriculum_keys(parts: RunParts) -> frozenset[str]:
-    """The keys one curriculum reports (with a population, each member's, under
-    `member/<k>/` too): the task the call ran and the next one, the level, the sampler's keys,
-    the histogram of tasks, the callbacks' own metrics."""
-    fields = K.task_field_keys({k: tuple(v.shape) for k, v in parts.start_task.items()})
+def curriculum_keys(start: RunStart) -> frozenset[str]:
+    """The keys one member's curriculum reports (with a population, under `member/<k>/` too;
+    every member's is built from the same specs): the task the call ran and the next one, the
+    level, the sampler's keys, the histogram of tasks, the callbacks' own metrics."""
+    parts = start.members[0]
+    fields = K.task_field_keys({k: tuple(v.shape) for k, v in start.start_task.items()})
     keys = {*K.prefixed(K.TASK_PREFIX, fields), *K.prefixed(K.NEXT_TASK_PREFIX, fields)}
-    if parts.levels is not None:
+    if start.levels is not None:
         keys.add(K.LEVEL)
     if parts.sampler is not None:
         keys |= set(parts.sampler.metrics())
-    if parts.histogram is not None:
-        keys |= set(parts.histogram.keys())
+    if start.histogram is not None:
+        keys |= set(start.histogram.keys())
     for cb in parts.callbacks:
         method = getattr(cb, "metrics", None)
         if callable(method):

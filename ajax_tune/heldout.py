@@ -30,7 +30,7 @@ import numpy as np
 
 from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.fields import check_keys
-from ajax_tune.samplers.space import TaskSpace
+from ajax_tune.task_space import TaskSpace
 
 KEYS = ("tasks", "space", "num_tasks", "seed", "named", "generated")
 FORMS = ("tasks", "space", "named", "generated")

@@ -18,8 +18,8 @@ import pytest
 from ajax_tune.config import ConfigError
 from ajax_tune.curriculum import Callback, CurriculumError
 from ajax_tune.errors import CheckpointError, TaskError
+from ajax_tune.expected_keys import result_keys
 from ajax_tune.results import keys as K
-from ajax_tune.results.predict import result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
 
@@ -276,6 +276,9 @@ def test_a_callback_instance_is_copied_for_each_member_and_a_function_shared():
     runner = Runner(corridor_config(callbacks=[callback], env_task_fn=task_fn, population={"size": 2}))
     zero, one = runner.curricula
     assert zero.callbacks[0] is callback and one.callbacks[0] is not callback
+    runner.best_member = 1  # as a call that found member 1 best leaves it
+    assert runner.curriculum is one and runner.get_task() == one.control.get_task()
+    runner.best_member = 0
     assert zero.env_task_fn is task_fn and isinstance(one.env_task_fn, CountingTaskFn) and one.env_task_fn is not task_fn
     with pytest.raises(ConfigError, match=r"member must be in \[0, 1\]"):
         runner.set_task({"length": 3}, member=2)

@@ -19,10 +19,10 @@ from ajax_tune.checkpoint import nonfinite_leaves
 from ajax_tune.cli import main
 from ajax_tune.cli.report import best_member_lines
 from ajax_tune.config import Config, ConfigError
+from ajax_tune.expected_keys import result_keys
 from ajax_tune.population.pbt import InTrialPBT, explore_value, plan
 from ajax_tune.population.spec import Mutation
 from ajax_tune.results import keys as K
-from ajax_tune.results.predict import result_keys
 from ajax_tune.runner import Runner
 from ajax_tune.spaces import Domain
 from tests.support.helpers import (
@@ -196,7 +196,7 @@ def test_a_restored_population_exploits_and_trains_as_the_uninterrupted_one(tmp_
     rebuilt = Runner.from_checkpoint(path)
     saved = Runner(config)
     saved.restore(path)
-    assert rebuilt.pbt.get_state() == saved.pbt.get_state() and sum(rebuilt.pbt.exploits) == 1
+    assert rebuilt.members.pbt.get_state() == saved.members.pbt.get_state() and sum(rebuilt.members.pbt.exploits) == 1
     assert [m.agent.lr.peak for m in rebuilt.members] != [m["agent"]["lr"] for m in MEMBERS]
     assert main(["evaluate", path, "--episodes", "1", "--json", "--member", "3"]) == 0
 
@@ -228,14 +228,14 @@ def test_a_tune_exploit_of_a_population_trial_restores_the_whole_population(tmp_
     donor.train()
     path = donor.save(tmp_path / "ckpt")
     saved = host(donor.state)
-    lineage = donor.pbt.get_state()
+    lineage = donor.members.pbt.get_state()
 
     other = Runner(config, trial_id="other")
     other.restore(path)
     state = host(other.state)
     assert_trees_equal(state.replace(key=None), saved.replace(key=None))
     assert not np.array_equal(state.key, saved.key)  # this trial's own random stream
-    restored = other.pbt.get_state()
+    restored = other.members.pbt.get_state()
     assert restored["overrides"] == lineage["overrides"] and restored["parent"] == lineage["parent"]
     assert restored["salt"] != lineage["salt"]  # and its own exploit draws
     assert [m.agent.lr.peak for m in other.members] == [m.agent.lr.peak for m in donor.members]

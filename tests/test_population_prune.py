@@ -18,10 +18,10 @@ import pytest
 from ajax_tune.cli import main
 from ajax_tune.config import ConfigError
 from ajax_tune.errors import CheckpointError
+from ajax_tune.expected_keys import result_keys
 from ajax_tune.population.prune import lane_index, survivors
 from ajax_tune.population.spec import Prune
 from ajax_tune.results import keys as K
-from ajax_tune.results.predict import result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import (
     assert_refused_before_compiling,
@@ -82,7 +82,7 @@ def test_the_first_rung_keeps_the_better_half_exactly_as_they_were(halved):
     declared = result_keys(prune_config())  # what the first call reports, so a metric may name it
     assert declared == frozenset(first), (sorted(declared - set(first)), sorted(set(first) - declared))
     # then only the survivors train, renumbered in their order, on half the lanes
-    assert runner.origin == tuple(kept) and runner.config.num_members == 2 and runner.loop.num_lanes == 4
+    assert runner.members.origin == tuple(kept) and len(runner.members) == 2 and runner.loop.num_lanes == 4
     assert [m.agent.lr.peak for m in runner.members] == [MEMBERS[k]["agent"]["lr"] for k in kept]
     assert runner.best_member == kept.index(int(first["population/best_member"]))
     assert_trees_equal(host(runner.state), take(host(twin.state), kept))  # parameters, optimiser, envs, keys: all of it
@@ -90,7 +90,7 @@ def test_the_first_rung_keeps_the_better_half_exactly_as_they_were(halved):
 
 def test_survivors_go_on_as_the_unpruned_twin_trains_them_and_each_size_compiles_once(halved):
     runner, twin, _, _ = halved
-    kept = list(runner.origin)
+    kept = list(runner.members.origin)
     second, twin_second = runner.train(), twin.train()
     assert second["population/size"] == 2.0 and second["population/rungs"] == 1.0  # rung 1 ends at call 3
     assert member_values(second, "origin", 2) == [float(k) for k in kept]
@@ -103,9 +103,9 @@ def test_survivors_go_on_as_the_unpruned_twin_trains_them_and_each_size_compiles
     assert second["env_steps"] == twin_second["env_steps"] == 2 * second["timesteps_this_iter"]
 
     third = runner.train()  # the end of rung 1: one member left
-    assert third["population/rungs"] == 2.0 and runner.config.num_members == 1
+    assert third["population/rungs"] == 2.0 and len(runner.members) == 1
     best = expected_survivors(third, 2, 1)[0]
-    assert runner.origin == (kept[best],)
+    assert runner.members.origin == (kept[best],)
     fourth = runner.train()
     assert fourth["population/size"] == 1.0 and fourth["population/rungs"] == 2.0  # min_members reached: no more rungs
     assert fourth[K.member_key(0, "origin")] == float(kept[best])
@@ -119,7 +119,7 @@ def test_a_recurrent_survivor_keeps_its_carries():
     runner, twin = Runner(config), Runner(without_prune(config))
     runner.train()
     kept = expected_survivors(twin.train(), 4, 2)
-    assert runner.origin == tuple(kept)
+    assert runner.members.origin == tuple(kept)
     assert_trees_equal(host(runner.state), take(host(twin.state), kept))  # the LSTM's carries with the rest
     assert runner.train()["perf/compilations"] == 2
 
@@ -135,7 +135,7 @@ def test_an_off_policy_survivor_keeps_its_own_replay_buffer_and_trains_on(agent)
     first, twin_first = runner.train(), twin.train()
     kept = expected_survivors(twin_first, 3, 1)
     assert len(set(member_values(twin_first, SELECT, 3))) == 3  # chosen by its score, not by a tie
-    assert runner.origin == tuple(kept) and runner.loop.num_lanes == 2
+    assert runner.members.origin == tuple(kept) and runner.loop.num_lanes == 2
     assert_trees_equal(host(runner.state), take(host(twin.state), kept))
     buffers = jax.tree.leaves(host(runner.state).agent.buffer)
     assert buffers and any(np.any(b != 0) for b in buffers)  # a filled buffer came along
@@ -150,38 +150,38 @@ def test_a_pruned_population_saves_and_restores_its_survivors_and_continues_bit_
     start = runner.save(tmp_path / "start")  # four members, before any rung
     runner.train()
     path = runner.save(tmp_path / "ckpt")
-    saved, kept = host(runner.state), runner.origin
+    saved, kept = host(runner.state), runner.members.origin
     second = runner.train()
     after = host(runner.state)
 
     fresh = Runner(prune_config(), trial_id="prune")  # as Tune restores a trial: its config, then the checkpoint
     fresh.restore(path)
-    assert fresh.origin == kept and fresh.loop.num_lanes == 4 and fresh.rungs == 1
+    assert fresh.members.origin == kept and fresh.loop.num_lanes == 4 and fresh.members.rungs == 1
     assert_trees_equal(fresh.state, saved)
     again = fresh.train()
     assert_trees_equal(fresh.state, after)
     assert member_values(again, "eval/return_mean", 2) == member_values(second, "eval/return_mean", 2)
 
     rebuilt = Runner.from_checkpoint(path)  # the survivors only, their members numbered as they were saved
-    assert rebuilt.origin == kept and rebuilt.config.num_members == 2
+    assert rebuilt.members.origin == kept and len(rebuilt.members) == 2
     assert_trees_equal(rebuilt.state, saved)
     assert rebuilt.evaluate(episodes=2, member=1)["return"].shape == (2, 2)
     with pytest.raises(ConfigError, match=r"member must be in \[0, 1\] \(the population has 2 member\(s\)\), got 2"):
         rebuilt.evaluate(episodes=2, member=2)
 
     fresh.restore(start)  # an earlier checkpoint: the whole population again
-    assert fresh.origin == (0, 1, 2, 3) and fresh.loop.num_lanes == 8 and fresh.rungs == 0
-    assert fresh.train()["population/rungs"] == 1.0 and fresh.origin == kept
+    assert fresh.members.origin == (0, 1, 2, 3) and fresh.loop.num_lanes == 8 and fresh.members.rungs == 0
+    assert fresh.train()["population/rungs"] == 1.0 and fresh.members.origin == kept
 
 
 def test_a_checkpoint_of_survivors_that_this_population_does_not_have_is_refused(tmp_path):
     runner = Runner(prune_config(), trial_id="prune", survivors=[1, 3])  # as a checkpoint of a pruned run rebuilds it
-    assert runner.loop.num_lanes == 4 and runner.origin == (1, 3)
+    assert runner.loop.num_lanes == 4 and runner.members.origin == (1, 3)
     path = runner.save(tmp_path / "ckpt")
     two = Runner(prune_config(members=MEMBERS[:2]), trial_id="prune")
     with pytest.raises(CheckpointError, match=r"holds a pruned population that does not fit this config: survivors must"):
         two.restore(path)
-    assert two.loop.num_lanes == 4 and two.origin == (0, 1)  # nothing changed
+    assert two.loop.num_lanes == 4 and two.members.origin == (0, 1)  # nothing changed
 
 
 def test_the_command_line_counts_a_pruned_checkpoints_survivors(tmp_path, capsys):
@@ -262,7 +262,7 @@ def test_a_pruned_population_trial_through_tune_reports_its_rungs_and_checkpoint
     assert [r["population/rungs"] for r in rows] == [1.0, 1.0, 2.0, 2.0]
     assert [r["perf/compilations"] for r in rows] == [1, 2, 2, 3]
     last = Runner.from_checkpoint(results.get_best_result().checkpoint.path)
-    assert last.origin == (int(rows[-1][K.member_key(0, "origin")]),) and last.iteration == 4
+    assert last.members.origin == (int(rows[-1][K.member_key(0, "origin")]),) and last.iteration == 4
 
 
 # -- learning -------------------------------------------------------------------------------------
@@ -285,12 +285,13 @@ def test_halving_keeps_the_learning_rates_that_learn_and_the_survivor_solves_car
     (40,960 env steps per seed); 9 s with the compilations."""
     runner = Runner(CARTPOLE_PRUNE)
     history, result = [], {}
-    while result.get("eval/return_mean", 0.0) < 500.0 and len(history) < 16:
+    # on to 500, and at least one call past the second rung (it ends after call 3)
+    while (result.get("eval/return_mean", 0.0) < 500.0 or len(history) < 4) and len(history) < 16:
         result = runner.train()
-        history.append((result["env_steps"], result["eval/return_mean"], runner.origin))
+        history.append((result["env_steps"], result["eval/return_mean"], runner.members.origin))
     print("cartpole, halving 4 learning rates (env steps per seed, best member's mean eval return, survivors):", history)
     assert history[0][2] == (1, 3)  # after the first rung: the two rates that learn
     assert result["eval/return_mean"] == 500.0 and all(result[f"eval/return_seed{i}"] == 500.0 for i in range(4)), history
     assert history[0][1] < 500.0  # it had to learn
-    if len(history) > 3:  # past the second rung: one member, one more program
-        assert runner.origin in ((1,), (3,)) and result["perf/compilations"] == 3
+    # past the second rung: one member of the two, on a third program (16, 8, then 4 lanes)
+    assert runner.members.origin in ((1,), (3,)) and result["perf/compilations"] == 3, history

@@ -6,9 +6,9 @@ import pytest
 
 from ajax_tune.agents import PPO, PPOConfig
 from ajax_tune.config import ConfigError
+from ajax_tune.expected_keys import check_metric, result_keys
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.compiled import Compiled
-from ajax_tune.results.predict import check_metric, result_keys
 from ajax_tune.runner import Runner
 from tests.support.helpers import corridor_config, tiny_off_policy_config
 

@@ -1,12 +1,15 @@
 """The Runner without Ray: results, tasks, curriculum errors, reconfigure, checkpoints."""
 
+import json
 import math
 
 import jax
 import numpy as np
 import pytest
 
-from ajax_tune.config import ConfigError
+from ajax_tune.build import build_loop
+from ajax_tune.checkpoint import METADATA_FILE
+from ajax_tune.config import Config, ConfigError
 from ajax_tune.curriculum import Callback, ThresholdCurriculum
 from ajax_tune.curriculum.task_control import TaskControl
 from ajax_tune.envs import TaskError
@@ -141,9 +144,9 @@ def test_callbacks_see_the_task_control_not_the_runner(tmp_path):
     r.save(tmp_path / "ck")
     r.restore(tmp_path / "ck")
     assert [hook for hook, _ in recorder.seen] == ["setup", "task 4->6", "train", "save", "load"]
-    assert all(control is r.control and isinstance(control, TaskControl) for _, control in recorder.seen)
-    assert (r.control.num_envs, r.control.iteration, r.control.trial_id) == (8, 1, "c")
-    assert r.control.state is r.state and r.control.task_spec is r.env.task_spec
+    assert all(control is r.curriculum.control and isinstance(control, TaskControl) for _, control in recorder.seen)
+    assert (r.curriculum.control.num_envs, r.curriculum.control.iteration, r.curriculum.control.trial_id) == (8, 1, "c")
+    assert r.curriculum.control.state is r.state and r.curriculum.control.task_spec is r.env.task_spec
 
 
 DEFAULT_ENVS = {"ppo": "cartpole", "dqn": "cartpole", "sac": "pendulum", "td3": "pendulum"}
@@ -163,7 +166,27 @@ def test_every_built_in_agents_defaults_with_only_the_env_named_are_a_valid_conf
 def test_reconfigure_rebuilds_only_for_static_changes():
     r = Runner(corridor_config())
     assert r.reconfigure(corridor_config(agent={"hidden_sizes": [16]})) is True
+    loop = r.loop
     assert r.reconfigure(corridor_config(agent={"hidden_sizes": [16], "gamma": 0.9})) is False
+    # the same program, told of the new sections through its own API
+    assert r.loop is loop and loop.agent.config.gamma == 0.9 and loop.config is r.config.train
+
+
+def test_the_loop_takes_a_new_runs_sections_and_refuses_a_static_change():
+    """`TrainLoop.reconfigure` is how a runner keeps its program: what a run reads changes,
+    a setting the program closed over is refused in one line and changes nothing."""
+    _, loop = build_loop(Config.from_dict(corridor_config()))
+    other = Config.from_dict(corridor_config(lr=1e-3, train={"seed": 3, "total_timesteps": 20_000}))
+    loop.reconfigure(other.train, other.agent)
+    assert loop.config is other.train and loop.agent.config is other.agent
+    for change, named in (
+        ({"agent": {"num_envs": 4}}, "agent.num_envs"),
+        ({"train": {"eval_episodes": 2}}, "train.eval_episodes"),
+    ):
+        static = Config.from_dict(corridor_config(**change))
+        with pytest.raises(ConfigError, match=rf"^reconfigure changes {named}, static in this program: build a new loop"):
+            loop.reconfigure(static.train, static.agent)
+        assert loop.config is other.train and loop.agent.config is other.agent
 
 
 def test_threshold_curriculum_promotes_demotes_and_mixes():
@@ -172,16 +195,16 @@ def test_threshold_curriculum_promotes_demotes_and_mixes():
         levels={"length": [2, 4, 8]}, metric="m", threshold=0.5, patience=2, demote_below=0.1, mix_earlier=0.5
     )
     r.curriculum.callbacks = [cb]
-    cb.on_setup(r.control)  # what a callback sees of the trial: its task control
+    cb.on_setup(r.curriculum.control)  # what a callback sees of the trial: its task control
     assert r.get_task()["length"] == 2
     for value, level in [(0.6, 0), (0.7, 1), (float("nan"), 1), (0.6, 1), (0.9, 2), (0.9, 2), (0.0, 1)]:
-        cb.on_train_result(r.control, {"m": value})
+        cb.on_train_result(r.curriculum.control, {"m": value})
         assert cb.level == level
     per_env = r.curriculum.task_settable_env.get_tasks()["length"]
     assert r.get_task()["length"] == 4  # evaluations follow the current level
     assert (per_env == 4).sum() == 4 and set(per_env.tolist()) <= {2, 4} and per_env[0] == 4
     with pytest.raises(KeyError, match="metric 'm' is not in the result"):
-        cb.on_train_result(r.control, {"other": 1.0})
+        cb.on_train_result(r.curriculum.control, {"other": 1.0})
 
 
 @pytest.mark.heavy
@@ -193,7 +216,7 @@ def test_save_restore_carries_curriculum_state(tmp_path):
     )
     a = Runner(config, trial_id="same")
     a.curriculum.callbacks[0].level = 2
-    a.curriculum.callbacks[0]._apply(a.control)
+    a.curriculum.callbacks[0]._apply(a.curriculum.control)
     a.train()
     a.save(tmp_path / "ck")
     b = Runner(config, trial_id="same")
@@ -206,6 +229,20 @@ def test_save_restore_carries_curriculum_state(tmp_path):
     c.restore(tmp_path / "ck")
     assert_trees_equal(a.state.agent.params, c.state.agent.params)
     assert not np.array_equal(np.asarray(a.state.key), np.asarray(c.state.key))
+    # a trial of one keeps its member's curriculum as a population keeps each member's
+    metadata = json.loads((tmp_path / "ck" / METADATA_FILE).read_text())
+    assert metadata["extra"]["curricula"] == [a.curriculum.get_state()] and "callbacks" not in metadata["extra"]
+    # from_checkpoint builds and then restores the same way
+    d = Runner.from_checkpoint(tmp_path / "ck", curriculum=True)
+    assert d.curriculum.callbacks[0].level == 2 and d.iteration == 1 and d.trial_id == "same"
+    assert_trees_equal(a.state, d.state)
+    # a checkpoint written before every member's curriculum was listed kept it at the top level
+    extra = metadata["extra"]
+    metadata["extra"] = {**{k: v for k, v in extra.items() if k != "curricula"}, **extra["curricula"][0]}
+    (tmp_path / "ck" / METADATA_FILE).write_text(json.dumps(metadata))
+    e = Runner(config, trial_id="same")
+    e.restore(tmp_path / "ck")
+    assert e.curriculum.callbacks[0].level == 2
 
 
 @pytest.mark.parametrize(

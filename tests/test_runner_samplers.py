@@ -10,10 +10,10 @@ import pytest
 
 from ajax_tune.checkpoint import METADATA_FILE
 from ajax_tune.config import ConfigError
+from ajax_tune.heldout import HeldOut
 from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.samplers import make_sampler
-from ajax_tune.samplers.heldout import HeldOut
 from ajax_tune.tune.experiment import Experiment
 from tests.support.helpers import corridor_config, tiny_off_policy_config
 
@@ -77,7 +77,7 @@ def test_per_env_tasks_change_every_call_without_recompiling(run):
 
 @pytest.mark.heavy
 def test_sampler_state_continues_from_its_own_checkpoint(run):
-    saved = json.loads((run["checkpoint"] / METADATA_FILE).read_text())["extra"]["sampler"]
+    saved = json.loads((run["checkpoint"] / METADATA_FILE).read_text())["extra"]["curricula"][0]["sampler"]
     assert saved == run["states"][CALLS - 2]
     again = Runner(plr_config(), trial_id="a")
     again.restore(run["checkpoint"])

@@ -8,6 +8,7 @@ import pytest
 
 from ajax_tune.config import Config, ConfigError
 from ajax_tune.envs import make_env
+from ajax_tune.heldout import HeldOut
 from ajax_tune.loop import CallStats
 from ajax_tune.samplers import (
     ALPGMM,
@@ -19,7 +20,6 @@ from ajax_tune.samplers import (
     gmm,
     make_sampler,
 )
-from ajax_tune.samplers.heldout import HeldOut
 from ajax_tune.samplers.stats import EnvStats
 
 

@@ -75,7 +75,7 @@ def test_search_over_plr_temperature_and_a_restore_that_continues(tmp_path):
     saved = json.loads((pathlib.Path(checkpoint.path) / "ajax_tune.json").read_text())["extra"]
     runner = Runner(result.config, trial_id=saved["trial_id"])
     runner.restore(checkpoint.path)
-    assert runner.curriculum.sampler.get_state() == saved["sampler"]
+    assert runner.curriculum.sampler.get_state() == saved["curricula"][0]["sampler"]
     again = runner.train()
     for key, value in frames[recovered[0]].iloc[2].items():
         if key.startswith(("sampler/", "tasks/", "eval/")):

@@ -22,12 +22,14 @@ AGENTS = {
 }
 
 
-def make_agent(name: str, config, observation_space, action_space, image_shape=None):
-    """The agent `name` builds for `config` (in the form the config selects); `image_shape` is
-    the env's, for an agent with `encoder` set (`agents/encoders.py`)."""
-    agent_cls, _ = AGENTS[name]
+def make_agent(agent: str | type, config, observation_space, action_space, image_shape=None):
+    """The agent built for `config`: `agent` is a name in `AGENTS` or an agent class (a user's,
+    whose class need not have forms), built in the form the config selects; `image_shape` is the
+    env's, for an agent with `encoder` set (`agents/encoders.py`). The one way agents are built."""
+    agent_cls = AGENTS[agent][0] if isinstance(agent, str) else agent
+    form = getattr(agent_cls, "form", None)
     extra = {} if getattr(config, "encoder", None) is None else {"image_shape": image_shape}
-    return agent_cls.form(config)(config, observation_space, action_space, **extra)
+    return (form(config) if callable(form) else agent_cls)(config, observation_space, action_space, **extra)
 
 
 __all__ = [

@@ -107,7 +107,7 @@ def summarize(
 def summary_keys(num_lanes: int, num_heldout, task_shapes: dict, metrics, health_parts) -> list[str]:
     """The keys `summarize` writes for a program of these shapes: `summarize` itself, run on a
     call's output of NaN rows (nothing traced, nothing compiled), so the keys a result holds
-    and the keys predicted for it (`results.predict`) come from the same code. `num_heldout`:
+    and the keys predicted for it (`expected_keys`) come from the same code. `num_heldout`:
     how many held-out tasks, or their names."""
     heldout_names = None if isinstance(num_heldout, int) else tuple(num_heldout)
     num_heldout = num_heldout if heldout_names is None else len(heldout_names)

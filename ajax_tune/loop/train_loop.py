@@ -226,6 +226,26 @@ class TrainLoop:
     def reseed(self, state: TrainState, salt: int) -> TrainState:
         return self.lanes.reseed(state, salt)
 
+    def reconfigure(self, config: LoopConfig, agent_config, dataset: DatasetInput | None = None) -> None:
+        """Run under another `train` section and agent config (offline, another dataset of the
+        same shape) in this program: what a run reads changes (its seeds, horizon and traced
+        settings' defaults, the dataset's rows). A static setting the program was built with is
+        refused: it needs a new loop."""
+        ours, theirs = static_values(self.config), static_values(config)
+        differs = [f"train.{k}" for k, v in ours.items() if theirs[k] != v]
+        if type(agent_config) is not type(self.agent.config):
+            differs.append("agent")
+        else:
+            ours, theirs = static_values(self.agent.config), static_values(agent_config)
+            differs += [f"agent.{k}" for k, v in ours.items() if theirs[k] != v]
+        if dataset is not None and (self.dataset is None or not self.dataset.fits(dataset)):
+            differs.append("train.dataset's shape")
+        if differs:
+            raise ConfigError(f"reconfigure changes {', '.join(differs)}, static in this program: build a new loop for it")
+        self.config, self.agent.config = config, agent_config
+        if dataset is not None:
+            self.dataset = dataset
+
     def save(self, directory, state: TrainState, extra: dict | None = None):
         """Write a checkpoint of `state` (complete on return); `extra` is JSON metadata."""
         if self.dataset is not None:

@@ -2,7 +2,7 @@
 
 Whoever writes a key into a result (the runner, the host reduction of a call, the curriculum)
 and whoever checks a name against the keys a config's results will have
-(`ajax_tune.results.predict.result_keys`) take it from here, so the two cannot drift apart. Keys that
+(`ajax_tune.expected_keys.result_keys`) take it from here, so the two cannot drift apart. Keys that
 depend on the config (per seed, per held-out task, per task field, per health part) are built by
 the functions below. Only names here: this module imports nothing of the project.
 """

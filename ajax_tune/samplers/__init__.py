@@ -22,10 +22,10 @@ from ajax_tune.imports import Registry
 from ajax_tune.samplers.alp_gmm import ALPGMM
 from ajax_tune.samplers.base import TaskSampler
 from ajax_tune.samplers.learning_progress import LearningProgress
-from ajax_tune.samplers.space import TaskSpace
 from ajax_tune.samplers.stats import EnvStats, TaskHistogram
 from ajax_tune.samplers.task_replay import PrioritizedTaskReplay
 from ajax_tune.samplers.uniform import Uniform
+from ajax_tune.task_space import TaskSpace
 
 SAMPLERS = {"uniform": Uniform, "learning_progress": LearningProgress, "alp_gmm": ALPGMM, "plr": PrioritizedTaskReplay}
 _REGISTRY = Registry("task_sampler", SAMPLERS, imports="module:Class", unknown="task_sampler: unknown sampler")

@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from ajax_tune.errors import ConfigError
-from ajax_tune.samplers.space import TaskSpace
 from ajax_tune.samplers.stats import EnvStats
+from ajax_tune.task_space import TaskSpace
 
 
 class TaskSampler:

@@ -53,9 +53,9 @@ import yaml
 
 from ajax_tune import yaml_loader
 from ajax_tune.config import ConfigError, check_keys, parse_section
+from ajax_tune.expected_keys import check_metric
 from ajax_tune.imports import did_you_mean
 from ajax_tune.results import keys as K
-from ajax_tune.results.predict import check_metric
 from ajax_tune.spaces import Domain, domains, has_grid, parse_spaces, sample, to_tune
 from ajax_tune.tune.choices import (
     CHOICES,
@@ -327,9 +327,9 @@ def trial_checks(trial: dict, metrics: Mapping[str, str], paths: Mapping[str, li
     `metrics` (who names it -> the metric) against the keys its results will hold (or Tune adds),
     and each of `paths` (PBT's mutations) against the config's sections and their keys."""
     from ajax_tune.build import build_loop, build_run
+    from ajax_tune.expected_keys import keys_of
     from ajax_tune.loop.compiled import check_devices, trial_devices
     from ajax_tune.memory import check_state_fits
-    from ajax_tune.results.predict import keys_of
     from ajax_tune.runner import Runner
 
     cfg = Runner.check(trial)

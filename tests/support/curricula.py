@@ -45,7 +45,7 @@ class SamplerProbe(Callback):
 
     def on_checkpoint_load(self, control, checkpoint_dir):
         extra = json.loads((pathlib.Path(checkpoint_dir) / "ajax_tune.json").read_text())["extra"]
-        state, saved = control.sampler.get_state(), extra["sampler"]
+        state, saved = control.sampler.get_state(), extra["curricula"][control.member]["sampler"]
         stripped = [{k: v for k, v in s.items() if k != "rng"} for s in (state, saved)]
         self.matched = float(stripped[0] == stripped[1])
         self.reseeded = float(state["rng"] != saved["rng"])
