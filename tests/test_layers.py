@@ -1,5 +1,6 @@
-"""Layers: the core (`ajax_tune.runner` and everything below it) runs without Ray, a curriculum
-never needs the runner, and no module imports one that imports it back.
+"""Layers: imports point down DESIGN.md's layers (`LAYERS`), the core (`ajax_tune.runner` and
+everything below it) runs without Ray, a curriculum never needs the runner, and no module imports
+one that imports it back.
 
 The static checks read every `import` statement of the package, including those deferred inside
 functions (a circle hidden behind a late import is still a circle); imports made only for
@@ -23,7 +24,7 @@ PROBE = textwrap.dedent("""
     import ajax_tune.curriculum, ajax_tune.curriculum.task_control
     curriculum_needs_runner = "ajax_tune.runner" in sys.modules
     from ajax_tune.runner import Runner
-    import ajax_tune.results.predict
+    import ajax_tune.expected_keys
     Runner.check({"env": {"name": "cartpole"}, "callbacks": [{"class": "ajax_tune.curriculum:ThresholdCurriculum",
                                                                  "kwargs": {"levels": {"pole_length": [0.5, 0.6]}}}],
                   "task_sampler": {"name": "uniform", "kwargs": {"space": {"pole_length": [0.4, 0.6]}}}})
@@ -153,14 +154,115 @@ def test_no_module_imports_one_that_imports_it_back():
     assert not circles, "import circles:\n" + "\n".join(sorted(set(circles)))
 
 
+#: DESIGN.md's layers, top first, each named by module prefixes (a module's longest matching prefix
+#: gives its layer): a module imports modules of its own layer and of the layers below it, never
+#: one above. Three placements differ from the drawing's packages, each for what the module is:
+#: - a section of the trial config that `config.py` parses sits in the config layer, as
+#:   `loop.config` does from its package below it: the population section and its draws (their
+#:   package's `__init__` imports nothing), the `heldout` section and the task space it is written in;
+#: - `results/` holds only the vocabulary of result keys, result records and series: it imports
+#:   nothing but the leaves, and every layer from the loop up writes or reads result keys;
+#: - what builds a trial (`build`), holds its members, predicts its keys or renders the reference
+#:   sits with the runner; the checkpoint format, datasets and a policy outside JAX with the loop.
+LAYERS = (
+    ("cli", ("ajax_tune.cli",)),
+    ("tune", ("ajax_tune.tune", "ajax_tune.plotting")),
+    ("runner", ("ajax_tune.runner", "ajax_tune.members", "ajax_tune.build", "ajax_tune.expected_keys", "ajax_tune.doc_tables")),
+    ("population", ("ajax_tune.population",)),
+    ("curriculum", ("ajax_tune.curriculum", "ajax_tune.samplers")),
+    (
+        "config",
+        (
+            "ajax_tune.config",
+            "ajax_tune.population.spec",
+            "ajax_tune.population.draws",
+            "ajax_tune.heldout",
+            "ajax_tune.task_space",
+        ),
+    ),
+    ("loop", ("ajax_tune.loop", "ajax_tune.checkpoint", "ajax_tune.datasets", "ajax_tune.policy")),
+    ("ued", ("ajax_tune.ued",)),
+    ("agents", ("ajax_tune.agents",)),
+    ("envs", ("ajax_tune.envs", "ajax_tune.twins", "ajax_tune.video")),
+    ("results", ("ajax_tune.results",)),
+    (
+        "leaves",
+        (
+            "ajax_tune.fields",
+            "ajax_tune.schedules",
+            "ajax_tune.errors",
+            "ajax_tune.compat",
+            "ajax_tune.imports",
+            "ajax_tune.spaces",
+            "ajax_tune.versions",
+            "ajax_tune.jax_setup",
+            "ajax_tune.memory",
+            "ajax_tune.yaml_loader",
+        ),
+    ),
+)
+LAYER_NAMES = [name for name, _ in LAYERS]
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of `module`: the one its longest matching prefix is declared in (None: no layer)."""
+    found = [
+        (len(prefix), name)
+        for name, prefixes in LAYERS
+        for prefix in prefixes
+        if module == prefix or module.startswith(prefix + ".")
+    ]
+    return max(found)[1] if found else None
+
+
+def climbs(graph: dict[str, set[str]]) -> list[str]:
+    """Each import of a module of a higher layer than the importer's."""
+    out = []
+    for module, deps in sorted(graph.items()):
+        if module == "ajax_tune":  # the top package imports nothing until an attribute is asked for
+            continue
+        here = LAYER_NAMES.index(layer_of(module))
+        for dep in sorted(deps - {"ajax_tune"}):
+            if LAYER_NAMES.index(layer_of(dep)) < here:
+                out.append(f"{module} ({layer_of(module)}) imports {dep} ({layer_of(dep)})")
+    return out
+
+
+def test_every_module_has_a_layer():
+    unplaced = sorted(m for m in _imports() if m != "ajax_tune" and layer_of(m) is None)
+    assert not unplaced, "declare the layer of these modules in LAYERS: " + ", ".join(unplaced)
+
+
+def test_imports_point_down_the_layers():
+    found = climbs(_imports())
+    assert not found, "imports that climb a layer:\n" + "\n".join(found)
+
+
+def test_a_climbing_import_is_found():
+    """The check itself: the loop importing the runner, and the population section importing
+    its package's PBT, are each reported; PBT importing the section and the result keys is not."""
+    graph = {
+        "ajax_tune.loop.program": {"ajax_tune.runner"},
+        "ajax_tune.population.spec": {"ajax_tune.population.pbt"},
+        "ajax_tune.population.pbt": {"ajax_tune.population.spec", "ajax_tune.results.keys"},
+    }
+    assert climbs(graph) == [
+        "ajax_tune.loop.program (loop) imports ajax_tune.runner (runner)",
+        "ajax_tune.population.spec (config) imports ajax_tune.population.pbt (population)",
+    ]
+
+
+#: Modules below the Tune layer that may import Ray, each only inside the functions that run where
+#: Tune does: compat, the one door to every library's private APIs, and search spaces turned into
+#: Tune's domains.
+RAY_DOORS = ("ajax_tune.compat", "ajax_tune.spaces")
+
+
 def test_nothing_below_the_tune_layer_imports_ray():
-    # the Tune layer and above: the ajax_tune.tune and ajax_tune.cli packages, and these modules
-    # (compat is the one door to every library: it imports Ray only inside its Ray functions)
-    tune_layer = {"ajax_tune.plotting", "ajax_tune.spaces"}
     offenders = []
     for path in PACKAGE.rglob("*.py"):
         name = _module_name(path)
-        if name in tune_layer or name == "ajax_tune" or name.startswith(("ajax_tune.tune", "ajax_tune.cli", "ajax_tune.compat")):
+        if name == "ajax_tune" or layer_of(name) in ("cli", "tune") or name.startswith(RAY_DOORS):
             continue
         for node in _runtime_nodes(ast.parse(path.read_text())):
             modules = (
