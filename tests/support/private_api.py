@@ -105,11 +105,12 @@ def _private_module(module: str) -> bool:
     return public is not None and module not in public
 
 
-def own_names(files) -> set[str]:
-    """Every private name the package defines: functions, classes, attributes it assigns."""
+def own_names(walked) -> set[str]:
+    """Every private name the package defines: functions, classes, attributes it assigns
+    (`walked`: each file's nodes, as `ast.walk` lists them)."""
     names = set()
-    for path in files:
-        for node in ast.walk(ast.parse(pathlib.Path(path).read_text())):
+    for nodes in walked:
+        for node in nodes:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -125,7 +126,7 @@ def own_names(files) -> set[str]:
 # -- names built at run time -------------------------------------------------------------------------
 
 
-def _constants(tree: ast.Module) -> dict[str, list[str]]:
+def _constants(tree: ast.Module, nodes: list[ast.AST]) -> dict[str, list[str]]:
     """What the source fixes a name to: module-level strings and collections of strings, and loop
     variables over such collections (anywhere in the file: a name reused by two loops gets both)."""
 
@@ -148,7 +149,7 @@ def _constants(tree: ast.Module) -> dict[str, list[str]]:
             for target in targets:
                 if isinstance(target, ast.Name) and values is not None:
                     fixed[target.id] = values
-    for node in ast.walk(tree):
+    for node in nodes:
         loops = [node] if isinstance(node, (ast.For, ast.AsyncFor)) else getattr(node, "generators", [])
         for loop in loops:
             values = strings(loop.iter)
@@ -220,10 +221,10 @@ def _attribute_uses(call: str, arg: ast.AST, fixed, ours: set[str]) -> list[str]
 # -- classes derived from a library's ----------------------------------------------------------------
 
 
-def _imported(tree: ast.Module) -> dict[str, str]:
+def _imported(nodes: list[ast.AST]) -> dict[str, str]:
     """Each name the file binds by importing it: alias -> the dotted path it stands for."""
     names = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             for alias in node.names:
                 names[alias.asname or alias.name] = f"{node.module}.{alias.name}"
@@ -336,14 +337,17 @@ def _in_door(path: pathlib.Path, package: pathlib.Path, door: tuple[str, ...]) -
 
 
 def private_uses(package: pathlib.Path, door: tuple[str, ...] = DOOR) -> list[str]:
-    files = sorted(p for p in package.rglob("*.py") if not _in_door(p, package, door))
-    ours = own_names(package.rglob("*.py"))
+    trees = {path: ast.parse(path.read_text()) for path in sorted(package.rglob("*.py"))}
+    walked = {path: list(ast.walk(tree)) for path, tree in trees.items()}
+    ours = own_names(walked.values())
     found = []
-    for path in files:
+    for path, tree in trees.items():
+        if _in_door(path, package, door):
+            continue
         where = path.relative_to(package.parent)
-        tree = ast.parse(path.read_text())
-        fixed, imported = _constants(tree), _imported(tree)
-        for node in ast.walk(tree):
+        nodes = walked[path]
+        fixed, imported = _constants(tree, nodes), _imported(nodes)
+        for node in nodes:
             line = f"{where}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.Import):
                 found += [f"{line} import {a.name}" for a in node.names if _private_module(a.name)]
