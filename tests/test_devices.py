@@ -172,3 +172,17 @@ def test_a_trials_devices_are_read_from_its_resources():
     assert trial_devices(0, "--xla_force_host_platform_device_count=2 --xla_force_host_platform_device_count=3")[0] == 3
     assert trial_devices(0.25, "--xla_force_host_platform_device_count=8")[0] == 1  # a GPU trial's CPU devices do not count
     assert trial_devices(4, "")[0] == 4
+
+
+def test_ajax_tune_run_refuses_them_in_one_line(tmp_path, monkeypatch, capsys):
+    """The command line's path: exit status 2 and one line naming the setting, where a trial
+    would otherwise start Ray and fail inside it."""
+    from ajax_tune.cli import main
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(EXPERIMENT)
+    monkeypatch.setenv("XLA_FLAGS", "")
+    code = main(["run", str(path), "--storage-path", str(tmp_path / "results")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert "train.devices: 2 asked, but a trial with resources.gpu 0 runs JAX on 1 CPU device(s)" in err
