@@ -13,8 +13,10 @@ run's metadata names its dataset by path and content hash (`check_dataset`), nev
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import logging
 import pathlib
 import zlib
 from collections.abc import Iterable
@@ -50,12 +52,13 @@ def save(directory, state, *, settings: dict, timestep: int, extra: dict | None 
     directory.mkdir(parents=True, exist_ok=True)
     (directory / METADATA_FILE).unlink(missing_ok=True)
     leaves = jax.tree.leaves(state)
-    checkpointer = _orbax().StandardCheckpointer()
     # Orbax refuses empty arrays; their shape and dtype in the metadata are all they hold.
     stored = {f"{i:05d}": leaf for i, leaf in enumerate(leaves) if np.size(leaf)}
-    checkpointer.save(directory / STATE_DIR, stored, force=True)
-    checkpointer.wait_until_finished()
-    checkpointer.close()
+    with _orbax() as ocp:
+        checkpointer = ocp.StandardCheckpointer()
+        checkpointer.save(directory / STATE_DIR, stored, force=True)
+        checkpointer.wait_until_finished()
+        checkpointer.close()
     metadata = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -121,16 +124,19 @@ def restore(directory, target, *, settings: dict) -> tuple[Any, dict]:
         raise CheckpointError(f"{directory} does not fit this state: {_describe_difference(metadata['leaves'], expected)}")
     leaves, treedef = jax.tree.flatten(target)
     abstract = {f"{i:05d}": jax.ShapeDtypeStruct(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves) if np.size(leaf)}
-    checkpointer = _orbax().StandardCheckpointer()
-    try:
-        restored = checkpointer.restore(directory / STATE_DIR, abstract)
-    except Exception as exc:  # orbax raises many kinds for damaged files
-        reason = (str(exc).strip().splitlines() or [""])[0][:200]
-        raise CheckpointError(f"{directory} could not be read; its files are damaged ({type(exc).__name__}: {reason})") from None
-    finally:
-        # Closed on failure too: an orbax checkpointer left open reports its own errors later,
-        # from a closed event loop, after ours.
-        checkpointer.close()
+    with _orbax() as ocp:
+        checkpointer = ocp.StandardCheckpointer()
+        try:
+            restored = checkpointer.restore(directory / STATE_DIR, abstract)
+        except Exception as exc:  # orbax raises many kinds for damaged files
+            reason = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise CheckpointError(
+                f"{directory} could not be read; its files are damaged ({type(exc).__name__}: {reason})"
+            ) from None
+        finally:
+            # Closed on failure too: an orbax checkpointer left open reports its own errors later,
+            # from a closed event loop, after ours.
+            checkpointer.close()
     values = [restored[f"{i:05d}"] if np.size(leaf) else np.zeros(np.shape(leaf), leaf.dtype) for i, leaf in enumerate(leaves)]
     return jax.tree.unflatten(treedef, values), metadata
 
@@ -262,13 +268,21 @@ def _describe_difference(saved: list[dict], expected: list[dict]) -> str:
     return "; ".join(parts) or "the static settings (fingerprint) differ although every array has the same shape"
 
 
+@contextlib.contextmanager
 def _orbax():
     """Orbax, imported when a checkpoint is first written or read: it takes most of a second
     to import, which every trial process and `ajax-tune run` would otherwise pay before their
-    first result, checkpoint or not."""
-    import orbax.checkpoint as ocp
+    first result, checkpoint or not. Importing it and its logging (absl's) give Python's root
+    logger a stderr handler where it has none; the root logger is the user's, so a handler
+    added meanwhile is taken off again."""
+    handlers = list(logging.root.handlers)
+    try:
+        import orbax.checkpoint as ocp
 
-    return ocp
+        yield ocp
+    finally:
+        for handler in [h for h in logging.root.handlers if h not in handlers]:
+            logging.root.removeHandler(handler)
 
 
 def check_dataset(directory, metadata: dict, current: dict) -> None:

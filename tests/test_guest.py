@@ -49,3 +49,34 @@ def test_ajax_tune_leaves_the_process_it_runs_in_as_it_found_it(tmp_path):
     assert phases["tune"] == {}, "a Tune trial of AjaxTrainable changed the process (beyond what any Tune run changes)"
     # the control is real: a Tune run does change the process, and the probe sees it
     assert "signals: SIGINT" in phases["tune_control"]
+
+
+ROOT_LOGGER_PROBE = """
+import logging, sys, tempfile
+from ajax_tune import Runner
+runner = Runner({"env": {"name": "corridor"}, "agent": {"num_envs": 4, "unroll_length": 16, "hidden_sizes": [8]},
+                 "train": {"timesteps_per_iteration": 128, "eval_episodes": 1}})
+directory = tempfile.mkdtemp() + "/checkpoint"
+runner.save(directory)
+runner.restore(directory)
+print(len(logging.root.handlers), "orbax.checkpoint" in sys.modules)
+"""
+
+
+@pytest.mark.slow  # a fresh process
+def test_the_first_checkpoint_leaves_the_root_logger_without_a_handler():
+    """Orbax, imported at the first checkpoint, and absl's logging under it give Python's root
+    logger a stderr handler when it has none (the probe above imports orbax before its snapshot,
+    so it cannot see this): a user who configured no logging still has none after a save and a
+    restore."""
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", ""),
+        "PYTHONPATH": str(ROOT),
+        "JAX_PLATFORMS": "cpu",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", ROOT_LOGGER_PROBE], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["0", "True"]  # orbax was imported, and the root logger kept no handler
