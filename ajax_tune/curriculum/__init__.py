@@ -19,10 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from ajax_tune.config import ConfigError, resolve_import
 from ajax_tune.curriculum.curriculum import Curriculum, CurriculumError
 from ajax_tune.curriculum.task_control import EnvContext, TaskControl, TaskSettableEnv
 from ajax_tune.envs.level_list import level_list
+from ajax_tune.errors import ConfigError
+from ajax_tune.imports import resolve_import
 from ajax_tune.results import keys
 
 __all__ = [
