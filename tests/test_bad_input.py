@@ -379,3 +379,29 @@ def test_unreachable_address(experiment, tmp_path, capsys, address, message):
     code = main(["run", experiment, "--storage-path", str(tmp_path), "--address", address])
     one_line_error(capsys, code, message)
     assert not ray.is_initialized() and not (tmp_path / "small" / ".ajax-tune.lock").exists()
+
+
+# -- 9. an env asked for more than it holds (each suite's own: tests/test_suite_*.py) ------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            {"height": 7, "width": 7, "n_walls": 48},
+            r"^jaxued/maze: n_walls=48 does not fit a 7 x 7 maze: at most 47 \(its cells less one for the agent and one",
+        ),
+        ({"height": 7, "width": 7, "n_walls": 47}, None),  # the most it holds
+        ({"max_episode_steps": 0}, "^jaxued/maze: max_episode_steps must be an integer >= 1, got 0"),
+    ],
+)
+def test_a_maze_asked_for_more_than_it_holds_is_one_line_before_compiling(kwargs, message):
+    """Walls past a maze's cells (less the agent's and the goal's), a time limit under one step:
+    one ConfigError naming the maze and the setting, before any program is built."""
+    from tests.support.helpers import assert_refused_before_compiling
+
+    config = {"env": {"name": "jaxued/maze", "kwargs": kwargs}, **TINY}
+    if message is None:
+        Runner.check(config)
+    else:
+        assert_refused_before_compiling(config, message)

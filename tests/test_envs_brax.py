@@ -5,6 +5,7 @@ import json
 import re
 import zlib
 
+import brax.envs
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -84,6 +85,46 @@ def test_mass_scale_changes_the_response_to_an_action(pendulum):
     assert np.all(cart_speed_light > 0.2)
     assert np.all(cart_speed_heavy < 0.6 * cart_speed_light)
     assert jit_cache_size(rollout) == 1
+
+
+@pytest.mark.slow
+def test_episodes_end_as_braxs_own_episode_wrapper_says(pendulum):
+    """Beside brax's own env under brax's own `EpisodeWrapper` (its training wrapper: a time limit
+    sets `done` and `info["truncation"]`), stepped with the same actions from the same resets: a
+    push that topples the pole ends the episode by itself (`terminated`); an unforced pole lasts
+    until the time limit (`truncated`, keeping brax's final observation) or falls late. Step for
+    step, ours is brax's until the episode ends, and then frozen."""
+    from brax.envs.wrappers.training import EpisodeWrapper as BraxEpisodeWrapper
+
+    _, _, run = pendulum
+    theirs_env = BraxEpisodeWrapper(brax.envs.get_environment("inverted_pendulum"), TIME_LIMIT, 1)
+
+    @jax.jit
+    def theirs(action):
+        key = jax.random.PRNGKey(0)
+        first = jax.vmap(theirs_env.reset)(jax.random.split(key, NUM_ENVS))
+
+        def body(state, _):
+            state = jax.vmap(theirs_env.step)(state, jnp.broadcast_to(action, (NUM_ENVS, 1)))
+            return state, (state.obs, state.done, state.info["truncation"])
+
+        return jax.lax.scan(body, first, None, length=STEPS)[1]
+
+    ends = {}
+    for action in (1.0, 0.0):
+        _, ours = run(action=action)
+        obs, done, truncation = jax.device_get(theirs(jnp.float32(action)))
+        for env in range(NUM_ENVS):
+            end = int(np.argmax(done[:, env]))
+            assert done[end, env] and ours.episode.done[end, env] and not ours.episode.done[:end, env].any()
+            np.testing.assert_allclose(ours.obs[: end + 1, env], obs[: end + 1, env], rtol=1e-5, atol=1e-6)
+            assert bool(ours.truncated[end, env]) == bool(truncation[end, env] == 1)
+            assert bool(ours.terminated[end, env]) == bool(truncation[end, env] == 0)
+            assert ours.episode.post_done[end + 1 :, env].all()
+            ends[action, env] = (end + 1, "truncated" if ours.truncated[end, env] else "terminated")
+    # the push topples every pole within steps; unforced, two of the three poles stand to the limit
+    assert {kind for (action, _), (_, kind) in ends.items() if action == 1.0} == {"terminated"}, ends
+    assert [ends[0.0, env] for env in range(NUM_ENVS)].count((TIME_LIMIT, "truncated")) == 2, ends
 
 
 def test_unknown_brax_env_names_what_exists():

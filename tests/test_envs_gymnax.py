@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.support.helpers import host, import_extra
-from tests.support.suites import assert_task_changes_behaviour
+from tests.support.helpers import assert_refused_before_compiling, host, import_extra
+from tests.support.suites import assert_task_changes_behaviour, episode_rollout
 
 import_extra("gymnax", extra="gymnax")
 
@@ -135,7 +135,9 @@ def test_a_new_task_changes_how_the_env_steps():
     pole falls sooner), in the same program; `test_steps_exactly_as_gymnax_step_env` shows that
     trajectory is gymnax's own under those params."""
     env = make_env("gymnax/CartPole-v1")
-    (_, default), (_, heavy) = assert_task_changes_behaviour(env, {}, {"gravity": 19.6, "length": 0.25}, jnp.ones(12, jnp.int32))
+    (_, default), (_, heavy) = assert_task_changes_behaviour(
+        episode_rollout(env), {}, {"gravity": 19.6, "length": 0.25}, jnp.ones(12, jnp.int32)
+    )
     assert np.flatnonzero(heavy.terminated).tolist() == [5] and np.flatnonzero(default.terminated).tolist() == [8]
 
 
@@ -231,6 +233,20 @@ def test_fields_used_as_constants_stay_out_of_the_task():
     assert env.observation_space.shape == (3,) and env.max_episode_steps == 10
     state = env.step(env.reset(jax.random.PRNGKey(0), {"scale": jnp.float32(0.5)}), jnp.int32(1), jax.random.PRNGKey(1))
     np.testing.assert_array_equal(state.obs, [0.0, 0.5, 0.0])
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_episode_steps": 1.5}, "^gymnax/CartPole-v1: max_episode_steps must be an integer >= 1, got 1.5"),
+        (
+            {"task_bounds": {"gravty": [0, 20]}},
+            "task_bounds names \\['gravty'\\], which are not task fields; did you mean 'gravity'",
+        ),
+    ],
+)
+def test_bad_kwargs_are_one_line_before_compiling(kwargs, message):
+    assert_refused_before_compiling({"env": {"name": "gymnax/CartPole-v1", "kwargs": kwargs}}, message)
 
 
 def test_unknown_gymnax_env_suggests_the_nearest():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.support.helpers import assert_refused_before_compiling, host, import_extra
-from tests.support.suites import assert_task_changes_behaviour
+from tests.support.suites import assert_task_changes_behaviour, episode_rollout
 
 import_extra("jaxued", extra="ued")
 
@@ -117,7 +117,9 @@ def test_a_new_level_changes_how_the_maze_steps():
     three forward): the walls show in the view from the first step, and only in the corridor does
     the agent reach its goal (a natural end, paid, not truncated)."""
     env = make_env("jaxued/maze", **SMALL)
-    (_, empty), (_, corridor) = assert_task_changes_behaviour(env, {}, parse_maze(CORRIDOR), jnp.asarray([1, 0, 2, 2, 2]))
+    (_, empty), (_, corridor) = assert_task_changes_behaviour(
+        episode_rollout(env), {}, parse_maze(CORRIDOR), jnp.asarray([1, 0, 2, 2, 2])
+    )
     assert not np.array_equal(empty.obs[0], corridor.obs[0])
     assert corridor.terminated[-1] and corridor.reward[-1] > 0 and not corridor.truncated.any()
     assert not empty.terminated.any() and (empty.reward == 0).all()

@@ -3,12 +3,16 @@ its symbolic grid flattened with `image_shape` declared."""
 
 import pytest
 
-from tests.support.helpers import import_extra
-from tests.support.suites import gymnasium_check, refused, smoke, tiny
+from tests.support.helpers import host, import_extra
+from tests.support.suites import episode_rollout, gymnasium_check, refused, smoke, step_keys, tiny
 
 import_extra("navix", extra="navix")
 
-from ajax_tune.envs import make_env  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from ajax_tune.envs import EpisodeWrapper, make_env  # noqa: E402
 from ajax_tune.runner import Runner  # noqa: E402
 
 EMPTY = "navix/Navix-Empty-5x5-v0"
@@ -30,10 +34,41 @@ def test_a_grid_image_and_no_task():
         ),
         ({"heldout": {"tasks": [{}]}}, "heldout: navix/Navix-Empty-5x5-v0 has no task fields"),
         ({"env": {"name": EMPTY, "task": {"size": 6}}}, "unknown task field"),
+        ({"env": {"name": EMPTY, "kwargs": {"max_episode_steps": 0}}}, "max_episode_steps must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_input_is_one_line_before_compiling(sections, message):
     refused({**tiny({"name": EMPTY}), **sections}, message)
+
+
+LIMIT = 6
+TURN_LEFT, TURN_RIGHT, FORWARD = 0, 1, 2  # navix's actions
+
+
+@pytest.mark.heavy
+def test_episodes_end_as_navixs_own_step_says():
+    """The empty 5x5 room under a 6-step limit, stepped beside navix's own step (its `max_steps`
+    the same limit) from the same states: the goal reached in five moves (navix: termination) is
+    `terminated`, and frozen after; turning in place until the limit (navix: truncation) is
+    `truncated`, keeping navix's final observation to bootstrap from."""
+    env = make_env(EMPTY, max_episode_steps=LIMIT)
+    wrapped, run = EpisodeWrapper(env), episode_rollout(env)
+    beside = jax.jit(lambda state, action, key: (wrapped.step(state, action, key), env.navix_env.step(state.physics, action)))
+    _, keys = step_keys(0, LIMIT)
+
+    start, reached = run({}, jnp.asarray([FORWARD, FORWARD, TURN_RIGHT, FORWARD, FORWARD, FORWARD]))
+    assert reached.terminated.tolist() == [False] * 4 + [True, False] and not reached.truncated.any()
+    assert reached.reward[4] == 1.0 and reached.episode.post_done.tolist() == [False] * 5 + [True]
+    before = jax.tree.map(lambda x: x[3], reached)
+    ours, theirs = host(beside(before, jnp.int32(FORWARD), keys[4]))
+    assert int(theirs.step_type) == 2 and bool(ours.terminated) and not bool(ours.truncated)
+    np.testing.assert_array_equal(reached.obs[4], np.asarray(theirs.observation, np.float32).reshape(-1))
+
+    _, turning = run({}, jnp.full(LIMIT, TURN_LEFT))
+    assert turning.truncated.tolist() == [False] * (LIMIT - 1) + [True] and not turning.terminated.any()
+    ours, theirs = host(beside(jax.tree.map(lambda x: x[LIMIT - 2], turning), jnp.int32(TURN_LEFT), keys[-1]))
+    assert int(theirs.step_type) == 1 and bool(ours.truncated) and not bool(ours.terminated)
+    np.testing.assert_array_equal(turning.obs[-1], np.asarray(theirs.observation, np.float32).reshape(-1))
 
 
 @pytest.mark.slow

@@ -5,12 +5,27 @@ data, not the program."""
 import numpy as np
 import pytest
 
-from tests.support.helpers import import_extra
-from tests.support.suites import gymnasium_check, refused, smoke, tiny, write_rulesets
+from tests.support.helpers import host, import_extra
+from tests.support.suites import (
+    assert_task_changes_behaviour,
+    episode_rollout,
+    gymnasium_check,
+    refused,
+    smoke,
+    step_keys,
+    tiny,
+    write_rulesets,
+)
 
 import_extra("xminigrid", extra="xminigrid")
 
-from ajax_tune.envs import make_env  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import xminigrid  # noqa: E402
+from xminigrid.core.constants import Colors, Tiles  # noqa: E402
+from xminigrid.types import RuleSet  # noqa: E402
+
+from ajax_tune.envs import EpisodeWrapper, make_env  # noqa: E402
 from ajax_tune.envs.base import unstack_tasks  # noqa: E402
 from ajax_tune.runner import Runner  # noqa: E402
 
@@ -66,10 +81,86 @@ def test_a_benchmark_file_is_a_set_of_tasks(rulesets):
         ({"name": ROOM, "task": {"init_tiles": [[3, 40]]}}, "names an unknown colour \\(40\\)"),
         ({"name": ROOM, "kwargs": {"benchmark": "no/such/file"}}, "benchmark file .* does not exist"),
         ({"name": "xminigrid/MiniGrid-Empty-8x8", "kwargs": {"max_rules": 2}}, "is a MiniGrid env with a fixed goal"),
+        (
+            {"name": ROOM, "kwargs": {"max_tiles": 49}},
+            r"49 tiles and the agent do not fit its 9 x 9 grid, which has at most 49 free cells",
+        ),
+        ({"name": ROOM, "kwargs": {"view_size": 4}}, "view_size must be odd"),
+        ({"name": ROOM, "kwargs": {"view_size": 1}}, "view_size must be an integer >= 3, got 1"),
+        ({"name": ROOM, "kwargs": {"max_rules": 2.5}}, "max_rules must be an integer >= 1, got 2.5"),
+        ({"name": ROOM, "kwargs": {"max_tiles": 0}}, "max_tiles must be an integer >= 1, got 0"),
+        ({"name": ROOM, "kwargs": {"max_episode_steps": 0}}, "max_episode_steps must be an integer >= 1, got 0"),
     ],
 )
 def test_bad_input_is_one_line_before_compiling(env, message):
     refused(tiny(env), message)
+
+
+LIMIT = 6  # steps: short, so that the time limit ends the episodes below
+FORWARD, RIGHT, LEFT = 0, 1, 2  # xminigrid's actions
+BALL = [[Tiles.BALL, Colors.YELLOW]]
+
+
+@pytest.fixture(scope="module")
+def room():
+    """The XLand room under a short time limit, and one step of it beside one step of xminigrid's
+    own env (its `max_steps` the same limit, the ruleset given as xminigrid's) from the same state."""
+    env = make_env(ROOM, max_episode_steps=LIMIT)
+    wrapped = EpisodeWrapper(env)
+    own, own_params = xminigrid.make("XLand-MiniGrid-R1-9x9")
+
+    @jax.jit
+    def beside(state, action, key, ruleset):
+        params = own_params.replace(max_steps=LIMIT, ruleset=RuleSet(*(jnp.asarray(x, jnp.uint8) for x in ruleset)))
+        return wrapped.step(state, action, key), own.step(params, state.physics, action)
+
+    return env, episode_rollout(env), beside
+
+
+def ruleset(env, task):
+    task = env.validate_task(task)
+    return tuple(task[k] for k in ("goal", "rules", "init_tiles"))
+
+
+@pytest.mark.heavy
+def test_a_new_ruleset_changes_how_the_room_steps(room):
+    """A red key instead of the yellow ball, the same keys and moves: the view differs (the object
+    is in sight at the start), in one program, and is xminigrid's own view under that ruleset."""
+    env, run, beside = room
+    actions = jnp.asarray([LEFT, FORWARD, RIGHT, RIGHT, FORWARD, LEFT])
+    key_task = {"init_tiles": [[Tiles.KEY, Colors.RED]]}
+    _, (first, keys) = assert_task_changes_behaviour(run, {"init_tiles": BALL}, key_task, actions)
+    _, step_key = step_keys(0, LIMIT)
+    state = jax.tree.map(lambda x: x[2], keys)  # after three steps
+    ours, theirs = host(beside(state, actions[3], step_key[3], ruleset(env, key_task)))
+    np.testing.assert_array_equal(ours.obs, np.asarray(theirs.observation, np.float32).reshape(-1))
+    np.testing.assert_array_equal(ours.obs, keys.obs[3])
+
+
+@pytest.mark.heavy
+def test_episodes_end_as_xminigrids_own_step_says(room):
+    """The goal reached (xminigrid: the last step, discount 0) is `terminated`; the time limit
+    (xminigrid: the last step, discount 1) is `truncated`, keeping xminigrid's final observation
+    to bootstrap from."""
+    env, run, beside = room
+    first, _ = run({"init_tiles": BALL}, jnp.zeros(LIMIT, jnp.int32))
+    agent = first.physics.state.agent
+    ahead = np.asarray(agent.position) + np.asarray([[-1, 0], [0, 1], [1, 0], [0, -1]])[int(agent.direction)]
+    on_it = {"goal": [6, *ahead.tolist(), 0, 0], "init_tiles": BALL}  # AgentOnPositionGoal: the cell ahead
+    start, reached = run(on_it, jnp.full(LIMIT, FORWARD))  # the goal is read at reset (xminigrid keeps it in its state)
+    assert reached.terminated.tolist() == [True] + [False] * (LIMIT - 1) and not reached.truncated.any()
+    assert reached.episode.post_done[1:].all() and reached.reward[0] > 0
+    _, step_key = step_keys(0, LIMIT)
+    ours, theirs = host(beside(start, jnp.int32(FORWARD), step_key[0], ruleset(env, on_it)))
+    assert bool(theirs.last()) and float(theirs.discount) == 0.0 and bool(ours.terminated) and not bool(ours.truncated)
+    np.testing.assert_array_equal(reached.obs[0], np.asarray(theirs.observation, np.float32).reshape(-1))
+
+    _, turning = run({"init_tiles": BALL}, jnp.full(LIMIT, RIGHT))  # never reaches anything
+    assert turning.truncated.tolist() == [False] * (LIMIT - 1) + [True] and not turning.terminated.any()
+    before = jax.tree.map(lambda x: x[LIMIT - 2], turning)
+    ours, theirs = host(beside(before, jnp.int32(RIGHT), step_key[LIMIT - 1], ruleset(env, {"init_tiles": BALL})))
+    assert bool(theirs.last()) and float(theirs.discount) == 1.0 and bool(ours.truncated) and not bool(ours.terminated)
+    np.testing.assert_array_equal(turning.obs[-1], np.asarray(theirs.observation, np.float32).reshape(-1))
 
 
 @pytest.mark.slow

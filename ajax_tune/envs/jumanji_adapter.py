@@ -7,9 +7,12 @@
 - No task: a jumanji env takes its sizes, time limit and generators as constructor arguments,
   Python values fixed when it is built, so none can change without recompiling. A held-out set
   or a task sampler on one is refused (docs/envs.md).
-- Episodes: a step with discount 0 is `terminated`; jumanji's own time limit (`time_limit`,
-  where the env has one, else `max_episode_steps`, 1000 by default) is this env's
-  `max_episode_steps`, owned by the episode wrapper.
+- Episodes: a step with discount 0 is `terminated`. Jumanji's own time limit (`time_limit`,
+  where the env has one) is this env's `max_episode_steps` (else 1000), owned by the episode
+  wrapper. Jumanji folds that limit into a termination (Snake and Maze end with discount 0 at
+  their limit), so the steps go to a shallow copy of the env whose `time_limit` no episode
+  reaches (its step reads it; its specs keep the real one): only the wrapper ends an episode on
+  time, as a truncation that bootstraps.
 - Observations: every field of jumanji's observation (action mask included), flattened in the
   observation's own order into one float32 vector; bounds come from jumanji's specs. Where the
   first field is a (height, width, channels) grid (Snake's), `image_shape` says so.
@@ -17,6 +20,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -28,7 +32,7 @@ import numpy as np
 from jumanji.specs import jumanji_specs_to_gym_spaces
 
 from ajax_tune.envs.base import EnvState
-from ajax_tune.envs.suite import SuiteEnv, checked_steps, unknown_id
+from ajax_tune.envs.suite import NEVER, SuiteEnv, checked_steps, unknown_id
 from ajax_tune.errors import ConfigError
 
 DEFAULT_TIME_LIMIT = 1000  # for envs with no `time_limit` of their own
@@ -45,6 +49,10 @@ class JumanjiEnv(SuiteEnv):
         self.jumanji_env = jumanji.make(env_id, **jumanji_kwargs)
         own_limit = getattr(self.jumanji_env, "time_limit", None)
         self.max_episode_steps = checked_steps(self.name, max_episode_steps) or int(own_limit or DEFAULT_TIME_LIMIT)
+        self._stepper = self.jumanji_env
+        if own_limit is not None:  # the wrapper owns the limit (see the module docstring)
+            self._stepper = copy.copy(self.jumanji_env)
+            self._stepper.time_limit = NEVER
         self.task_spec = {}
 
         action = jumanji_specs_to_gym_spaces(self.jumanji_env.action_spec)
@@ -67,7 +75,7 @@ class JumanjiEnv(SuiteEnv):
         return self.first(timestep.observation, task, (state, timestep))
 
     def step(self, state, action, key) -> EnvState:
-        inner, timestep = self.jumanji_env.step(state.physics[0], self.action(action))
+        inner, timestep = self._stepper.step(state.physics[0], self.action(action))
         return self.stepped(
             state, timestep.observation, timestep.reward, timestep.last() & (timestep.discount == 0), (inner, timestep)
         )

@@ -102,12 +102,12 @@ def step_keys(seed: int, steps: int):
     return reset_key, jax.random.split(step_key, steps)
 
 
-def assert_task_changes_behaviour(env, task_a, task_b, actions, max_episode_steps: int | None = None):
+def assert_task_changes_behaviour(run, task_a, task_b, actions):
     """The same keys and actions under `task_a` and `task_b` give another trajectory (an
-    observation, a reward or an episode's end differs), in one program: a new task reaches the
-    env's dynamics, not only what `get_task()` reads back. An adapter that ignored its task would
-    step both alike. Returns both trajectories (first state, states after each step)."""
-    run = episode_rollout(env, max_episode_steps)
+    observation, a reward or an episode's end differs), in one program (`run` is an
+    `episode_rollout`): a new task reaches the env's dynamics, not only what `get_task()` reads
+    back. An adapter that ignored its task would step both alike. Returns both trajectories
+    (first state, states after each step)."""
     a, b = run(task_a, actions), run(task_b, actions)
     assert jit_cache_size(run.program) == 1, "a new task recompiled"
     differs = [
