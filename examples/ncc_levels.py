@@ -170,17 +170,17 @@ class NCC(LevelAlgorithm):
             ]
         return []
 
-    def init(self, level) -> NCCState:
+    def init(self, level, key) -> NCCState:
         n = self.settings.buffer_size
         return NCCState(
-            buffer=B.empty(level, n),  # filled by the first `choose`, which has a key
+            buffer=self.fill(B.empty(level, n), key),  # fresh levels, scored by the first `choose`
             probs=jnp.full((n,), 1.0 / n, jnp.float32),
             squares=jnp.full((n,), ACCUMULATOR_START, jnp.float32),
         )
 
     def choose(self, state: NCCState, hp, key, context) -> tuple[NCCState, Decision]:
-        k_fill, k_draw, k_score = jax.random.split(key, 3)
-        buffer = jax.lax.cond(state.buffer.size == 0, lambda b: self.fill(b, k_fill), lambda b: b, state.buffer)
+        k_draw, k_score = jax.random.split(key)
+        buffer = state.buffer
         n = self.settings.buffer_size
         slots = jax.random.choice(k_draw, n, (self.num_envs,), p=state.probs)
         levels = jax.tree.map(lambda x: x[slots], buffer.levels)

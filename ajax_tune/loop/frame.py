@@ -24,6 +24,8 @@ from ajax_tune.results import keys as K
 #: Folded into a lane's key (never replacing it) for the evaluation before the first update, so
 #: the training stream is the same with `eval_at_start` on or off.
 START_SALT = 0x5747
+#: Folded into a lane's key for its level algorithm's fresh state, so a lane without one draws as before.
+LEVEL_SALT = 0x1E7E1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,7 +94,7 @@ class CallFrame:
             heldout=heldout,
             horizon=jnp.asarray(self.config.total_timesteps, jnp.float32),
             carry=self.agent.init_carry(self.venv.num_envs) if self.recurrent else None,
-            ued=None if self.level_update is None else self.level_update.init(task),
+            ued=None if self.level_update is None else self.level_update.init(task, jax.random.fold_in(k_loop, LEVEL_SALT)),
         )
         # Weak types (from Python scalars) would not survive a checkpoint, and a restored state
         # would then retrace; make every leaf strongly typed.

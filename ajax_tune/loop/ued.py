@@ -31,10 +31,10 @@ class LevelUpdate:
         self.needs_values = algorithm.needs(algorithm.settings).values
         self.recurrent = is_recurrent(agent)
 
-    def init(self, level) -> LevelState:
+    def init(self, level, key) -> LevelState:
         """The algorithm's fresh state in a lane, with its traced settings as the config has them."""
         return LevelState(
-            own=self.algorithm.init(level), hp=init_hparams(self.algorithm.settings), scoring_steps=jnp.zeros((), jnp.int32)
+            own=self.algorithm.init(level, key), hp=init_hparams(self.algorithm.settings), scoring_steps=jnp.zeros((), jnp.int32)
         )
 
     def start(self, state: LevelState, agent_state, carry, key, iteration) -> tuple[LevelState, Decision, Any, Any, Any]:

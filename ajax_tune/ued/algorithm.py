@@ -10,7 +10,7 @@ num_envs, tools)`) and, for every update of every lane, calls
     state = algorithm.observe(state, hp, decision, rollout)        # after it
     rows = algorithm.rows(state, decision)                         # ued/* result rows
 
-`state` is the algorithm's own pytree (a level buffer, say), made by `init(level)` with fixed
+`state` is the algorithm's own pytree (a level buffer, say), made by `init(level, key)` with fixed
 shapes; `hp` holds its traced settings as arrays, written by the host between calls (PBT changes
 them without recompiling) and never by the algorithm. Both live in the trial's training state,
 so checkpoints, PBT exploits and population members carry them without the algorithm doing
@@ -156,8 +156,9 @@ class LevelAlgorithm:
         warnings for those that can but will not do what they say (read before compiling)."""
         return []
 
-    def init(self, level: Any) -> Any:
-        """The algorithm's fresh state; `level` is one env's level (shapes and dtypes)."""
+    def init(self, level: Any, key: jax.Array) -> Any:
+        """The algorithm's fresh state; `level` is one env's level (shapes and dtypes), `key` the
+        lane's own (to draw a first set of levels with, say)."""
         raise NotImplementedError
 
     def choose(self, state: Any, hp: Any, key: jax.Array, context: Context) -> tuple[Any, Decision]:

@@ -72,7 +72,7 @@ def _level_function(path: str, env, option: str, method: str) -> Callable:
         what = "edit levels" if option == "mutator" else "generate levels"
         raise ConfigError(
             f"ued needs a level {option} and env {env.name!r} has none (no {method}); name one as "
-            f"ued.{option}: 'module:function' ({what}: see docs/levels.md)"
+            f"ued.{option}: 'module:function' ({what}: see docs/curricula.md, levels as data)"
         )
     return own
 

@@ -53,8 +53,8 @@ class ACCEL(RobustPLR):
             )
         return super().check(settings, run)
 
-    def init(self, level) -> ACCELState:
-        plr = super().init(level)
+    def init(self, level, key) -> ACCELState:
+        plr = super().init(level, key)
         last = jax.tree.map(lambda x: jnp.broadcast_to(x, (self.num_envs, *jnp.shape(x))), level)
         return ACCELState(buffer=plr.buffer, last=last, mutate_next=jnp.zeros((), jnp.bool_))
 

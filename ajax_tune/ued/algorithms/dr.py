@@ -12,7 +12,7 @@ class DomainRandomisation(LevelAlgorithm):
     """Domain randomisation: fresh levels from the generator every rollout; the agent learns from
     every one."""
 
-    def init(self, level):
+    def init(self, level, key):
         return ()  # nothing to remember
 
     def choose(self, state, hp, key, context):

@@ -80,7 +80,7 @@ class PLR(LevelAlgorithm):
             )
         return fill_warnings(settings, run)
 
-    def init(self, level) -> PLRState:
+    def init(self, level, key) -> PLRState:
         return PLRState(buffer=B.empty(level, self.settings.buffer_size, extra={"max_return": jnp.float32(-jnp.inf)}))
 
     # -- before the rollout ----------------------------------------------------------------

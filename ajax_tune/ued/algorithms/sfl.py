@@ -66,7 +66,7 @@ class SFL(LevelAlgorithm):
             ]
         return []
 
-    def init(self, level) -> SFLState:
+    def init(self, level, key) -> SFLState:
         return SFLState(kept=B.empty(level, self.settings.keep))
 
     def choose(self, state: SFLState, hp, key, context) -> tuple[SFLState, Decision]:
