@@ -1,22 +1,16 @@
 """The `population` section of a trial config: members that share every static setting, trained
-as lanes of one compiled program (lanes = members x seeds, members-major: lane = member *
-num_seeds + seed).
+as lanes of one compiled program (lanes = members x seeds, members-major).
 
-The section lists its members, each an override of the trial config (`{members: [{agent: {lr:
-{peak: 1e-3}}}, {agent: {ent_coef: 0.0}}]}`), or asks for `size` seeded draws from a search
-space written in the experiment's syntax (`{size: 8, space: {agent: {lr: {peak: {loguniform:
-[1e-4, 3e-3]}}}}, seed: 0}`; `draw: stratified` covers the space, `population/draws.py`). A
-member may change traced settings (the agent's and the level algorithm's,
-`train.total_timesteps`) and `train.seed`; anything else is the population's, and a member that
-changes it is refused by name before anything is built. Each member's seeds are the seeds a
-single run of its config would use, so a member trains as that run would.
+Members are listed as overrides of the trial config (`{members: [{agent: {lr: {peak: 1e-3}}},
+{agent: {ent_coef: 0.0}}]}`) or drawn from a search space in the experiment's syntax (`{size: 8,
+space: {...}, seed: 0}`, `population/draws.py`). A member may change traced settings and
+`train.seed`; a member that changes anything else is refused by name before anything is built,
+and its seeds are those a single run of its config would use.
 
-Its keys are declared on the fields every section uses (`ajax_tune.fields`): `PopulationConfig`
-and its `select`, `pbt` and `prune` subsections are checked by `validate` and listed in the
-generated reference (docs/agents.md). `Population` is the section resolved against the trial
-config: each member's override (draws written out) and config, and PBT's mutations checked
-against the settings they name. `config.py` parses the section with it; nothing here builds or
-trains (`population/pbt.py`, `population/prune.py` and `population/results.py` do, with it).
+The keys are declared on the fields every section uses (`ajax_tune.fields`), so `validate` checks
+them and the generated reference lists them (docs/agents.md). `Population` is the section resolved
+against the trial config: each member's override and config, PBT's mutations checked against the
+settings they name. Nothing here builds or trains (`pbt.py`, `prune.py` and `results.py` do).
 """
 
 from __future__ import annotations
@@ -143,14 +137,13 @@ class PopulationConfig:
             if value is not None:
                 object.__setattr__(self, name, parse_section(cls, value, f"population.{name}"))
         validate(self, "population")
-        if self.members is not None:
-            if not isinstance(self.members, (list, tuple)):
-                raise ConfigError(f"population.members must be a list of overrides of the trial config, got {self.members!r}")
-            for i, override in enumerate(self.members):
-                if not isinstance(override, Mapping):
-                    raise ConfigError(
-                        f"population.members[{i}] must be a mapping (an override of the trial config), got {override!r}"
-                    )
+        if self.members is not None and not isinstance(self.members, (list, tuple)):
+            raise ConfigError(f"population.members must be a list of overrides of the trial config, got {self.members!r}")
+        for i, override in enumerate(self.members or ()):
+            if not isinstance(override, Mapping):
+                raise ConfigError(
+                    f"population.members[{i}] must be a mapping (an override of the trial config), got {override!r}"
+                )
         if self.pbt is not None and self.prune is not None:
             raise ConfigError(
                 "population: give pbt or prune, not both (pbt keeps every lane busy with copies of the better "
@@ -389,9 +382,8 @@ def check_member(base, member, where: str) -> None:
 
 
 def setting_values(member) -> dict[str, float]:
-    """The traced settings a member follows, as plain floats under `agent/<field>` (a schedule
-    as `agent/<field>/<part>`, its kind as an index of `schedules.KINDS`), `ued/<field>` and
-    `train/total_timesteps`."""
+    """The traced settings a member follows as floats under `<section>/<field>` (a schedule's
+    parts under `<section>/<field>/<part>`, its kind as an index of `schedules.KINDS`)."""
     out = {}
     for section in MEMBER_SECTIONS:
         config = getattr(member, section)
