@@ -333,6 +333,10 @@ def test_an_underspecified_env_by_import_path():
     mapped = make_env("jaxued/tests.support.ued_toy:make_line_with_generator")
     assert mapped.observation_space.shape == (1,) and mapped.max_episode_steps == 20  # its params' limit
     assert set(mapped.generate_level(jax.random.PRNGKey(0))) == {"length", "slip", "start"}
+    with pytest.raises(ConfigError, match=r"task_bounds\['length'\] is \[8, 1\], which leaves out its default 3$"):
+        make_env(TOY, length=3, task_bounds={"length": [8, 1]})
+    with pytest.raises(ConfigError, match=r"task_bounds\['start'\] must be \[low, high\], got \[0, 1, 2\]$"):
+        make_env(TOY, task_bounds={"start": [0, 1, 2]})
     with pytest.raises(ConfigError, match="must return \\(env, level\\)"):
         make_env("jaxued/tests.support.helpers:host", tree=1)
 

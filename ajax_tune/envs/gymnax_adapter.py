@@ -42,8 +42,16 @@ from gymnax.environments import environment as gymnax_environment
 from gymnax.environments import spaces as gymnax_spaces
 
 from ajax_tune.envs.base import EnvState, TaskField
-from ajax_tune.envs.suite import GYMNAX_TIME_LIMIT as TIME_LIMIT_FIELD
-from ajax_tune.envs.suite import SuiteEnv, action_space, natural_end, time_limit, unknown_id, zero_action
+from ajax_tune.envs.suite import (
+    GYMNAX_TIME_LIMIT,
+    SuiteEnv,
+    action_space,
+    checked_bounds,
+    natural_end,
+    time_limit,
+    unknown_id,
+    zero_action,
+)
 from ajax_tune.errors import ConfigError
 from ajax_tune.imports import did_you_mean
 
@@ -97,7 +105,7 @@ class GymnaxEnv(SuiteEnv):
         self.name = f"gymnax/{gymnax_id}"
         self.gymnax_env = env
         # EnvParams carries the wrapper's limit: a few envs read it (to show the time left)
-        self.max_episode_steps, self.params = time_limit(self.name, params, TIME_LIMIT_FIELD, max_episode_steps, keep=True)
+        self.max_episode_steps, self.params = time_limit(self.name, params, GYMNAX_TIME_LIMIT, max_episode_steps, keep=True)
 
         self.action_space = action_space(env.action_space(params), self.name)
         self._obs_space = env.observation_space(params)
@@ -109,7 +117,7 @@ class GymnaxEnv(SuiteEnv):
     def _task_spec(self, bounds: Mapping[str, Sequence[float]]) -> dict[str, TaskField]:
         candidates = {}
         for name in type(self.params).__dataclass_fields__:
-            if name == TIME_LIMIT_FIELD:
+            if name == GYMNAX_TIME_LIMIT:
                 continue
             value = getattr(self.params, name)
             if isinstance(value, (bool, np.bool_)):
@@ -131,11 +139,7 @@ class GymnaxEnv(SuiteEnv):
         spec = {}
         for name in traceable:
             default = candidates[name]
-            low, high = bounds[name] if name in bounds else default_bounds(default)
-            if not low <= default.min() <= default.max() <= high:
-                raise ConfigError(
-                    f"{self.name}: task_bounds for {name!r} are [{low}, {high}], which leave out its default {default.tolist()}"
-                )
+            low, high = checked_bounds(self.name, name, bounds[name], default) if name in bounds else default_bounds(default)
             spec[name] = TaskField(
                 default=default.item() if default.ndim == 0 else tuple(default.tolist()),
                 low=float(low),
@@ -185,7 +189,7 @@ class GymnaxEnv(SuiteEnv):
         params, action = self.params_for(state.task), self.action(action)
         obs, physics, reward, done, _ = self.gymnax_env.step_env(key, state.physics, action, params)
         if self.folds_time_limit:
-            done = natural_end(self.gymnax_env.step_env, TIME_LIMIT_FIELD, key, state.physics, action, params)
+            done = natural_end(self.gymnax_env.step_env, GYMNAX_TIME_LIMIT, key, state.physics, action, params)
         return self.stepped(state, obs, reward, done, physics)
 
 

@@ -100,6 +100,19 @@ def checked_steps(name: str, max_episode_steps: Any) -> int | None:
     return int(max_episode_steps)
 
 
+def checked_bounds(name: str, field: str, given: Any, default: np.ndarray) -> tuple[float, float]:
+    """`env.kwargs.task_bounds[field]`: two numbers, low <= high, around the field's default."""
+    try:
+        low, high = (float(b) for b in given)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: task_bounds[{field!r}] must be [low, high], got {given!r}") from None
+    if not low <= np.min(default) <= np.max(default) <= high:
+        raise ConfigError(
+            f"{name}: task_bounds[{field!r}] is [{low:g}, {high:g}], which leaves out its default {default.tolist()}"
+        )
+    return low, high
+
+
 def natural_end(step_env: Callable, field: str, key, state, action, params) -> jax.Array:
     """`done` of a gymnax-style `step_env(key, state, action, params)` with the time limit
     (`params.<field>`) out of reach: the episode's natural end, for a suite that folds its

@@ -29,6 +29,7 @@ from ajax_tune.envs.suite import (
     GYMNAX_TIME_LIMIT,
     SuiteEnv,
     action_space,
+    checked_bounds,
     checked_steps,
     natural_end,
     strongly_typed,
@@ -231,7 +232,7 @@ def _spec_from_level(
         else:
             dtype, low, high = np.float32, -np.inf, np.inf
         if field in bounds:
-            low, high = (float(b) for b in bounds[field])
+            low, high = checked_bounds(name, field, bounds[field], default)
         value = default.item() if default.ndim == 0 else default.tolist()
         spec[field] = TaskField(_as_tuple(value), low, high, dtype, default.shape, f"the level's {field}")
     return spec
