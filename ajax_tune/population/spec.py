@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ajax_tune.errors import ConfigError
-from ajax_tune.fields import field_kind, init_only, parse_section, static, validate
+from ajax_tune.fields import config_section, field_kind, init_only, parse_section, static, validate
 from ajax_tune.imports import did_you_mean
 from ajax_tune.population.draws import DRAWS, draw_members
 from ajax_tune.schedules import KINDS, Schedule
@@ -40,13 +40,10 @@ MUTABLE_SECTIONS = ("agent", "ued")
 DRAW_KEYS = ("size", "space", "seed", "draw")
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section("population.select")
 class Select:
     metric: str = init_only("eval/return_mean", doc="the result key members are ranked by (checked against a member's keys)")
     mode: str = init_only("max", choices=SELECT_MODES, doc="whether a larger or a smaller metric is better")
-
-    def __post_init__(self):
-        validate(self, "population.select")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +78,7 @@ class PBT:
             )
 
 
-@dataclasses.dataclass(frozen=True)
+@config_section("population.prune")
 class Prune:
     """Successive halving between the members of one trial (`population/prune.py`).
 
@@ -95,9 +92,6 @@ class Prune:
         2, ge=2, doc="each rung keeps the best 1/reduction_factor of the members and lasts reduction_factor times as long"
     )
     min_members: int = init_only(1, ge=1, doc="the fewest members that go on (below the population's size)")
-
-    def __post_init__(self):
-        validate(self, "population.prune")
 
     def rung_end(self, rung: int) -> int:
         """The call that ends rung `rung` (0: the first)."""
