@@ -102,6 +102,7 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         learning_signal=learning_signal(cfg),
         dataset=dataset,
         ued=cfg.ued,
+        heldout_cvar=None if cfg.heldout is None else cfg.heldout.cvar,
     )
 
 

@@ -58,7 +58,7 @@ def member_keys_of(cfg: Config, loop: TrainLoop, start: RunStart) -> frozenset[s
     keys = {
         *K.RUNNER_KEYS,
         *loop.progress_keys(),
-        *summary_keys(cfg.train.num_seeds, loop.heldout_names, shapes, metrics, health),
+        *summary_keys(cfg.train.num_seeds, loop.heldout_names, shapes, metrics, health, loop.heldout_cvar),
         *curriculum_keys(start),
     }
     return frozenset(keys)
@@ -67,7 +67,7 @@ def member_keys_of(cfg: Config, loop: TrainLoop, start: RunStart) -> frozenset[s
 def member_own_keys(loop: TrainLoop, start: RunStart) -> frozenset[str]:
     """What each member of a population reports under `member/<k>/` besides
     `population.member_metrics`: its curriculum's keys and its held-out means."""
-    return curriculum_keys(start) | frozenset(K.heldout_mean_keys(loop.num_heldout))
+    return curriculum_keys(start) | frozenset(K.heldout_mean_keys(loop.num_heldout, loop.heldout_cvar))
 
 
 def curriculum_keys(start: RunStart) -> frozenset[str]:

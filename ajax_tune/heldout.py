@@ -8,6 +8,7 @@ of an experiment evaluates the same set), or as a set the env names (`Env.named_
     heldout: {named: jaxued_mazes}                 # the whole set, in its order
     heldout: {named: handmade, num_tasks: 10, seed: 0}   # 10 of the set, drawn (seeded)
     heldout: {generated: true, num_tasks: 100, seed: 0}  # 100 levels from the env's generator
+    heldout: {generated: true, num_tasks: 1000, cvar: 0.1}   # and their CVaR at 10%
 
 A task in a list may be a name the env knows (a shipped level, `Env.named_task`). From a named
 set, `num_tasks` below the set's size draws that many without replacement, kept in the set's
@@ -17,7 +18,16 @@ The loop evaluates the K tasks beside the current one (K is static, the tasks ar
 summary reports the call's last evaluation per task (`eval/heldout/<i>/return`,
 `eval/heldout/<i>/success_rate`; a named set's tasks by their names,
 `eval/heldout/SixteenRooms/success_rate`) and as means over tasks and seeds
-(`eval/heldout/return_mean`, `eval/heldout/success_rate_mean`).
+(`eval/heldout/return_mean`, `eval/heldout/success_rate_mean`), and over the worst tenth of
+tasks (`_worst10`), which selects and scores on the same episodes.
+
+`cvar: alpha` adds robustness as SFL (Rutherford et al. 2024) measures it: every held-out
+evaluation plays the set twice, on independent keys; the worst `alpha` share of tasks is chosen
+by the first set of episodes and scored on the second, so the selection does not bias the
+figure (with a sampling policy, the worst of one draw are partly unlucky, not hard). Reported
+per seed and averaged over seeds, under `eval/heldout/return_cvar<percent>` and
+`eval/heldout/success_rate_cvar<percent>` (`cvar: 0.1` gives `_cvar10`), for a search to
+optimise. It doubles the held-out set's evaluation.
 """
 
 from __future__ import annotations
@@ -32,7 +42,7 @@ from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.fields import check_keys
 from ajax_tune.task_space import TaskSpace
 
-KEYS = ("tasks", "space", "num_tasks", "seed", "named", "generated")
+KEYS = ("tasks", "space", "num_tasks", "seed", "named", "generated", "cvar")
 FORMS = ("tasks", "space", "named", "generated")
 
 
@@ -49,6 +59,7 @@ class HeldOut:
     seed: int = 0
     named: str | None = None
     generated: bool = False
+    cvar: float | None = None  # the share of worst tasks whose CVaR is reported (selected and scored apart)
 
     @classmethod
     def parse(cls, spec: Any) -> HeldOut | None:
@@ -60,6 +71,20 @@ class HeldOut:
                 f"heldout must be a mapping, {{tasks: [...]}}, {{space: ..., num_tasks: K}} or {{named: <set>}}, got {spec!r}"
             )
         check_keys(spec, KEYS, "heldout.")
+        held = cls._form({k: v for k, v in spec.items() if k != "cvar"})
+        cvar = spec.get("cvar")
+        if cvar is None:
+            return held
+        percent = 100 * cvar if isinstance(cvar, (int, float)) and not isinstance(cvar, bool) else None
+        if percent is None or not 0 < percent < 100 or abs(percent - round(percent)) > 1e-9:
+            raise ConfigError(
+                f"heldout.cvar must be a share of the tasks in whole percent, 0.01 to 0.99 (such as 0.1), got {cvar!r}"
+            )
+        return dataclasses.replace(held, cvar=float(cvar))
+
+    @classmethod
+    def _form(cls, spec: Mapping) -> HeldOut:
+        """Which tasks the section names (everything but `cvar`)."""
         if sum(form in spec for form in FORMS) != 1:
             raise ConfigError(
                 "heldout needs exactly one of tasks (a list of tasks), space (with num_tasks and seed) "
@@ -97,19 +122,25 @@ class HeldOut:
     def to_dict(self) -> dict:
         """The section as a config writes it (what `parse` reads back)."""
         if self.named is not None:
-            return (
+            named = (
                 {"named": self.named} if self.count is None else {"named": self.named, "num_tasks": self.count, "seed": self.seed}
             )
+            return {**named, **self._cvar_dict()}
         if self.tasks is not None:
-            return {"tasks": list(self.tasks)}
+            return {"tasks": list(self.tasks), **self._cvar_dict()}
         if self.generated:
-            return {"generated": True, "num_tasks": self.count, "seed": self.seed}
-        return {"space": self.space, "num_tasks": self.count, "seed": self.seed}
+            return {"generated": True, "num_tasks": self.count, "seed": self.seed, **self._cvar_dict()}
+        return {"space": self.space, "num_tasks": self.count, "seed": self.seed, **self._cvar_dict()}
+
+    def _cvar_dict(self) -> dict:
+        return {} if self.cvar is None else {"cvar": self.cvar}
 
     @property
     def static_key(self) -> int | str:
-        """What fixes the loop's program: the number of tasks, or the named set."""
-        return self.count if self.named is None else f"named:{self.named}:{self.count}:{self.seed}"
+        """What fixes the loop's program: the number of tasks, or the named set, and whether it
+        is played a second time for its CVaR."""
+        key = self.count if self.named is None else f"named:{self.named}:{self.count}:{self.seed}"
+        return key if self.cvar is None else f"{key}:cvar{self.cvar}"
 
     def labels(self, env) -> tuple[str, ...]:
         """Each task's name in results: a named set's own names, else its index."""

@@ -19,6 +19,7 @@ from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
 from ajax_tune.loop.config import LoopConfig
 from ajax_tune.loop.rollout import EVAL_ROWS, make_evaluate
 from ajax_tune.loop.state import CallOutput, CallStats, TrainState
+from ajax_tune.loop.summary import RESCORED
 from ajax_tune.results import keys as K
 
 #: Folded into a lane's key (never replacing it) for the evaluation before the first update, so
@@ -45,10 +46,21 @@ class CallFrame:
     call's statistics and its output. Closes over static settings only."""
 
     def __init__(
-        self, env: EpisodeWrapper, agent, config: LoopConfig, venv: VecEnv, num_heldout: int, num_lanes: int, level_update=None
+        self,
+        env: EpisodeWrapper,
+        agent,
+        config: LoopConfig,
+        venv: VecEnv,
+        num_heldout: int,
+        num_lanes: int,
+        level_update=None,
+        rescore_heldout: bool = False,
     ):
+        """`rescore_heldout`: play the held-out set a second time on independent keys (its CVaR is
+        chosen on the first set of episodes and scored on the second)."""
         self.env, self.agent, self.config, self.venv, self.level_update = env, agent, config, venv, level_update
         self.num_heldout, self.num_lanes = num_heldout, num_lanes
+        self.rescore_heldout = rescore_heldout and num_heldout > 0
         self.recurrent = is_recurrent(agent)
         self.evaluate = make_evaluate(agent, env, config.eval_episodes, deterministic=config.eval_policy == "deterministic")
 
@@ -139,6 +151,11 @@ class CallFrame:
                 agent_state, heldout, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
             )
             out.update({f"eval/heldout/{k.split('/')[-1]}": v for k, v in per_task.items()})
+        if self.rescore_heldout:
+            again = jax.vmap(jax.vmap(self.evaluate, in_axes=(None, 0, None)))(
+                agent_state, heldout, jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
+            )
+            out.update({RESCORED[f"eval/heldout/{k.split('/')[-1]}"]: again[k] for k in ("eval/return", "eval/success")})
         return out
 
     def no_evaluation(self) -> dict[str, jax.Array]:
@@ -148,6 +165,8 @@ class CallFrame:
             out.update(
                 {f"eval/heldout/{k.split('/')[-1]}": jnp.full((lanes, self.num_heldout), jnp.nan, jnp.float32) for k in EVAL_ROWS}
             )
+        if self.rescore_heldout:
+            out.update({k: jnp.full((lanes, self.num_heldout), jnp.nan, jnp.float32) for k in RESCORED.values()})
         return out
 
     def empty_stats(self, task: Task) -> CallStats:

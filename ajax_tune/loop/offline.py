@@ -36,11 +36,13 @@ from ajax_tune.loop.rollout import TRAIN_ROWS
 EVAL_SALT = 0x0E7A
 
 
-def make_offline_program(env: EpisodeWrapper, agent, config: LoopConfig, *, num_heldout: int = 0, num_lanes: int = 1) -> Program:
+def make_offline_program(
+    env: EpisodeWrapper, agent, config: LoopConfig, *, num_heldout: int = 0, num_lanes: int = 1, rescore_heldout: bool = False
+) -> Program:
     venv = VecEnv(env, 1)  # holds the task (get_task, set_task); training steps no env
     budget = config.timesteps_per_iteration
     steps_per_update = math.gcd(budget, config.eval_interval)
-    frame = CallFrame(env, agent, config, venv, num_heldout, num_lanes)
+    frame = CallFrame(env, agent, config, venv, num_heldout, num_lanes, rescore_heldout=rescore_heldout)
 
     def update(carry, data: ReplayTransition):
         state, stats = carry  # an offline call steps no env: its per-env statistics stay empty

@@ -47,13 +47,15 @@ def make_program(
     num_lanes: int = 1,
     learning_signal: bool = True,
     level_algorithm: LevelAlgorithm | None = None,
+    rescore_heldout: bool = False,
 ) -> Program:
     """The online program: envs stepped, the agent learning from each unroll.
 
     `learning_signal`: whether each call's statistics carry the agent's learning signal. Where
     they do not, nothing reads what the agent computed for it and tracing drops that work (SAC's
     TD errors on the fresh unroll: one actor and two twin-critic passes per update).
-    `level_algorithm`: one that decides every rollout's levels (`ajax_tune.ued`)."""
+    `level_algorithm`: one that decides every rollout's levels (`ajax_tune.ued`).
+    `rescore_heldout`: the held-out set is played twice per evaluation, for its CVaR."""
     if config.reset_mode not in agent.reset_modes:
         raise ConfigError(
             f"train.reset_mode {config.reset_mode!r} does not suit agent {type(agent).__name__}: "
@@ -64,7 +66,7 @@ def make_program(
     steps_per_update = agent.num_envs * agent.unroll_length
     check_budget(config.timesteps_per_iteration, agent, steps_per_update)
     levels = None if level_algorithm is None else LevelUpdate(level_algorithm, agent, venv)
-    frame = CallFrame(env, agent, config, venv, num_heldout, num_lanes, levels)
+    frame = CallFrame(env, agent, config, venv, num_heldout, num_lanes, levels, rescore_heldout)
     collect = make_collect(agent, venv, config.reset_mode, per_step=levels is not None)
 
     def lane_update(agent_state, env_state, carry, ued_state, key, stats: CallStats, clock: Clock, iteration):

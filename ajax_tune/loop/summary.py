@@ -20,6 +20,9 @@ from ajax_tune.results import keys
 
 #: The rows of the held-out set (per lane and task) in the order of `keys.HELDOUT_NAMES`.
 HELDOUT_ROWS = ("eval/heldout/return", "eval/heldout/success")
+#: With `heldout.cvar`, the same tasks played again on independent keys, to score the worst chosen
+#: by the first set of episodes.
+RESCORED = {k: k.replace("eval/heldout/", "eval/heldout/rescored/") for k in HELDOUT_ROWS}
 
 
 def _nanmean(x) -> float:
@@ -38,12 +41,25 @@ def worst_share(per_task, share: float = keys.WORST_SHARE) -> float:
     return float(np.mean(means[: max(1, math.ceil(share * len(means)))]))
 
 
+def cvar(select, score, share: float) -> float:
+    """SFL's CVaR: per seed, the mean of `score` over the worst `share` of tasks (at least one) as
+    `select` ranks them, `select` and `score` being independent evaluations of the same tasks
+    (`[seeds, tasks]` each), then the mean over seeds; tasks missing from either are left out."""
+    per_seed = []
+    for chosen_by, scored in zip(np.asarray(select, np.float64), np.asarray(score, np.float64)):
+        known = ~np.isnan(chosen_by) & ~np.isnan(scored)
+        if known.any():
+            worst = np.argsort(chosen_by[known], kind="stable")[: max(1, math.ceil(share * known.sum()))]
+            per_seed.append(scored[known][worst].mean())
+    return float(np.mean(per_seed)) if per_seed else math.nan
+
+
 #: Row keys that are the loop's own; every other row is one of the agent's metrics.
 LOOP_ROWS = ("timestep", "eval/", "task/", "train/")
 
 
 def summarize(
-    out: CallOutput, latest: tuple[str, ...] = ("lr",), summed: tuple[str, ...] = (), heldout_names=None
+    out: CallOutput, latest: tuple[str, ...] = ("lr",), summed: tuple[str, ...] = (), heldout_names=None, cvar_share=None
 ) -> dict[str, float]:
     """Plain floats under stable keys: the same keys every call, NaN where there is nothing.
 
@@ -77,6 +93,9 @@ def summarize(
             per_task = rows[key][:, last] if last is not None else np.full((num_seeds, num_tasks), np.nan)
             result[f"{keys.HELDOUT_PREFIX}{name}_mean"] = _nanmean(per_task)
             result[f"{keys.HELDOUT_PREFIX}{name}{keys.WORST_SUFFIX}"] = worst_share(per_task)
+            if cvar_share is not None:  # chosen on the first set of episodes, scored on the second
+                rescored = rows[RESCORED[key]][:, last] if last is not None else per_task
+                result[f"{keys.HELDOUT_PREFIX}{name}{keys.cvar_suffix(cvar_share)}"] = cvar(per_task, rescored, cvar_share)
             if num_tasks <= keys.MAX_HELDOUT_TASK_KEYS or not all(label.isdigit() for label in labels):
                 for i, label in enumerate(labels):
                     result[f"{keys.HELDOUT_PREFIX}{label}/{name}"] = _nanmean(per_task[:, i])
@@ -104,22 +123,25 @@ def summarize(
     return result
 
 
-def summary_keys(num_lanes: int, num_heldout, task_shapes: dict, metrics, health_parts) -> list[str]:
+def summary_keys(num_lanes: int, num_heldout, task_shapes: dict, metrics, health_parts, cvar_share=None) -> list[str]:
     """The keys `summarize` writes for a program of these shapes: `summarize` itself, run on a
     call's output of NaN rows (nothing traced, nothing compiled), so the keys a result holds
     and the keys predicted for it (`expected_keys`) come from the same code. `num_heldout`:
-    how many held-out tasks, or their names."""
+    how many held-out tasks, or their names; `cvar_share`: the held-out set's `cvar`."""
     heldout_names = None if isinstance(num_heldout, int) else tuple(num_heldout)
     num_heldout = num_heldout if heldout_names is None else len(heldout_names)
     nan = lambda *shape: np.full((num_lanes, 1, *shape), np.nan, np.float32)  # noqa: E731 [lanes, one update, ...]
     rows = {"timestep": nan(), "eval/timestep": np.full((num_lanes, 1), -1.0), **{k: nan() for k in EVAL_ROWS}}
     if num_heldout:
         rows.update({f"eval/heldout/{k.split('/')[-1]}": nan(num_heldout) for k in EVAL_ROWS})
+        if cvar_share is not None:
+            rows.update({RESCORED[k]: nan(num_heldout) for k in HELDOUT_ROWS})
     rows.update({f"task/{name}": nan() for name in keys.task_field_keys(task_shapes)})
     rows.update({k: nan() for k in (*TRAIN_ROWS, *metrics)})
     start = {k: v[:, 0] for k, v in rows.items() if k.startswith("eval/") and k != "eval/timestep"}
     health = {part: np.ones((num_lanes, 1), np.float32) for part in health_parts}
-    return list(summarize(CallOutput(rows=rows, stats=None, health=health, start=start), heldout_names=heldout_names))
+    out = CallOutput(rows=rows, stats=None, health=health, start=start)
+    return list(summarize(out, heldout_names=heldout_names, cvar_share=cvar_share))
 
 
 def start_result(start: dict) -> dict[str, float]:

@@ -49,7 +49,9 @@ class TrainLoop:
         dataset: DatasetInput | None = None,
         heldout_names: Sequence[str] | None = None,
         ued: LevelSettings | None = None,
+        heldout_cvar: float | None = None,
     ):
+        """`heldout_cvar`: the share of held-out tasks whose CVaR results report (`heldout.cvar`)."""
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent, self.config, self.dataset = agent, config, dataset
         self.learning_signal = bool(learning_signal)
@@ -61,6 +63,8 @@ class TrainLoop:
         else:
             self.heldout_names = tuple(str(i) for i in range(int(num_heldout)))
         self.num_heldout = len(self.heldout_names)
+        self.heldout_cvar = heldout_cvar if self.num_heldout else None
+        rescore = self.heldout_cvar is not None
         if int(num_members) < 1:
             raise ConfigError(f"a population needs at least one member, got {num_members}")
         self.num_members = int(num_members)
@@ -75,11 +79,14 @@ class TrainLoop:
                 num_lanes=lanes,
                 learning_signal=self.learning_signal,
                 level_algorithm=None if ued is None else self._level_algorithm(ued),
+                rescore_heldout=rescore,
             )
         else:
             if ued is not None:
                 raise ConfigError("ued decides the levels of envs the agent trains in; an offline run (train.dataset) steps none")
-            self.program = make_offline_program(self.env, agent, config, num_heldout=self.num_heldout, num_lanes=lanes)
+            self.program = make_offline_program(
+                self.env, agent, config, num_heldout=self.num_heldout, num_lanes=lanes, rescore_heldout=rescore
+            )
         self.venv = VecEnv(self.env, self.program.num_envs)
         self.lanes = Lanes(self.venv, agent, self.num_members, config.num_seeds, self.num_heldout)
         self.compiled = Compiled(self.program, self.lanes.count, config.devices)
@@ -182,7 +189,7 @@ class TrainLoop:
         latest, summed = self.agent.latest_metrics, ()
         if self.ued is not None:
             latest, summed = (*latest, *row_keys(self.ued)[1]), (AGENT_UPDATES,)
-        return summarize(out, latest=latest, summed=summed, heldout_names=self.heldout_names)
+        return summarize(out, latest=latest, summed=summed, heldout_names=self.heldout_names, cvar_share=self.heldout_cvar)
 
     # -- states --------------------------------------------------------------------------
 

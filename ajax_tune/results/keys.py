@@ -167,12 +167,23 @@ WORST_SUFFIX = "_worst10"
 WORST_SHARE = 0.1
 
 
-def heldout_mean_keys(num_tasks: int) -> list[str]:
-    """The held-out set's means over tasks and seeds, and over its worst tenth of tasks (in a
-    population, each member's too)."""
+#: The held-out set's CVaR (`heldout.cvar`): the mean over its worst share of tasks, chosen on one
+#: set of episodes and scored on an independent second one (SFL's protocol), per seed then averaged.
+CVAR_SUFFIX = "_cvar"
+
+
+def cvar_suffix(share: float) -> str:
+    """`_cvar10` for a share of 0.1 (`heldout.cvar` is a whole percentage)."""
+    return f"{CVAR_SUFFIX}{round(100 * share)}"
+
+
+def heldout_mean_keys(num_tasks: int, cvar: float | None = None) -> list[str]:
+    """The held-out set's means over tasks and seeds, over its worst tenth of tasks and, with
+    `heldout.cvar`, its CVaR (in a population, each member's too)."""
     if not num_tasks:
         return []
-    return [f"{HELDOUT_PREFIX}{name}{suffix}" for suffix in ("_mean", WORST_SUFFIX) for name in HELDOUT_NAMES]
+    suffixes = ("_mean", WORST_SUFFIX, *(() if cvar is None else (cvar_suffix(cvar),)))
+    return [f"{HELDOUT_PREFIX}{name}{suffix}" for suffix in suffixes for name in HELDOUT_NAMES]
 
 
 def start_heldout_keys(num_tasks: int) -> list[str]:
