@@ -8,7 +8,7 @@ import pytest
 
 from ajax_tune.envs.base import TaskField, flatten_task, validate_task
 from ajax_tune.errors import TaskError
-from ajax_tune.loop.program import flat_task
+from ajax_tune.loop.frame import flat_task
 from ajax_tune.loop.summary import summary_keys
 from ajax_tune.results import keys as K
 

@@ -103,6 +103,7 @@ class MazeEnv(UEDEnv):
             )
         self.height, self.width, self.n_walls = height, width, n_walls
         self.agent_view_size, self.max_edits, self.penalize_time = agent_view_size, max_edits, bool(penalize_time)
+        self.max_level_edits = max_edits
         corner = max(height, width) - 1
         self._describe(
             name,
