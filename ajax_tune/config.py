@@ -26,14 +26,15 @@ from typing import Any
 
 from ajax_tune.agents import AGENTS
 from ajax_tune.envs.level_list import level_list
-from ajax_tune.fields import ConfigError, check_keys, config_section, init_only, parse_section, static, static_values, validate
+from ajax_tune.errors import ConfigError
+from ajax_tune.fields import check_keys, config_section, init_only, parse_section, static, static_values, validate
 from ajax_tune.heldout import HeldOut
 from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.loop import LoopConfig
 from ajax_tune.population.spec import Population, merge
 from ajax_tune.ued import LevelSettings, parse_settings
 
-__all__ = ["Config", "ConfigError", "EnvConfig", "HeldOut", "ResourcesConfig", "check_keys", "resolve_agent", "resolve_import"]
+__all__ = ["Config", "EnvConfig", "HeldOut", "ResourcesConfig", "resolve_agent"]
 
 
 @dataclasses.dataclass(frozen=True)

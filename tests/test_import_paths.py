@@ -3,8 +3,9 @@ worker builds them from the config alone; bad names are one clear error."""
 
 import pytest
 
-from ajax_tune.config import Config, ConfigError
+from ajax_tune.config import Config
 from ajax_tune.envs import make_env, register
+from ajax_tune.errors import ConfigError
 from ajax_tune.runner import Runner
 from tests.support.helpers import corridor_config
 

@@ -3,9 +3,10 @@
 import numpy as np
 import pytest
 
-from ajax_tune.config import Config, ConfigError
+from ajax_tune.config import Config
 from ajax_tune.envs import TaskError, make_env
 from ajax_tune.envs.level_list import Levels, level_list, level_number
+from ajax_tune.errors import ConfigError
 from ajax_tune.runner import Runner
 from tests.support.curricula import curriculum_fn
 from tests.support.helpers import corridor_config

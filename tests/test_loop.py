@@ -13,7 +13,7 @@ import pytest
 
 from ajax_tune import compat
 from ajax_tune.agents import PPOConfig
-from ajax_tune.fields import ConfigError
+from ajax_tune.errors import ConfigError
 from ajax_tune.schedules import Schedule
 from tests.support.helpers import assert_trees_equal, corridor_loop, host
 

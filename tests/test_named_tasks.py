@@ -6,8 +6,8 @@ names its tasks (`tests.support.custom_parts:named_corridor`)."""
 import numpy as np
 import pytest
 
-from ajax_tune.config import ConfigError
 from ajax_tune.envs import TaskError, make_env
+from ajax_tune.errors import ConfigError
 from ajax_tune.results.keys import MAX_REPORTED_FIELD_SIZE
 from ajax_tune.runner import Runner
 from tests.support.helpers import assert_refused_before_compiling

@@ -15,7 +15,8 @@ import yaml
 
 from ajax_tune import compat
 from ajax_tune.cli import main
-from ajax_tune.config import Config, ConfigError
+from ajax_tune.config import Config
+from ajax_tune.errors import ConfigError
 from ajax_tune.population.draws import draw_stratified
 from ajax_tune.population.results import best_member, reduce
 from ajax_tune.results import keys as K

@@ -15,9 +15,8 @@ import jax
 import numpy as np
 import pytest
 
-from ajax_tune.config import ConfigError
 from ajax_tune.curriculum import Callback, CurriculumError
-from ajax_tune.errors import CheckpointError, TaskError
+from ajax_tune.errors import CheckpointError, ConfigError, TaskError
 from ajax_tune.expected_keys import result_keys
 from ajax_tune.results import keys as K
 from ajax_tune.runner import Runner

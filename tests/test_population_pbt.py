@@ -18,7 +18,8 @@ from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.checkpoint import nonfinite_leaves
 from ajax_tune.cli import main
 from ajax_tune.cli.report import best_member_lines
-from ajax_tune.config import Config, ConfigError
+from ajax_tune.config import Config
+from ajax_tune.errors import ConfigError
 from ajax_tune.expected_keys import result_keys
 from ajax_tune.population.pbt import InTrialPBT, explore_value, plan
 from ajax_tune.population.spec import Mutation

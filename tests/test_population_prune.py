@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 
 from ajax_tune.cli import main
-from ajax_tune.config import ConfigError
-from ajax_tune.errors import CheckpointError
+from ajax_tune.errors import CheckpointError, ConfigError
 from ajax_tune.expected_keys import result_keys
 from ajax_tune.population.prune import lane_index, survivors
 from ajax_tune.population.spec import Prune

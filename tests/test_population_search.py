@@ -9,7 +9,7 @@ import yaml
 from ray import tune
 from ray.tune.search import Searcher
 
-from ajax_tune.config import ConfigError
+from ajax_tune.errors import ConfigError
 from ajax_tune.results import keys as K
 from ajax_tune.tune.experiment import Experiment
 from ajax_tune.tune.searchers import PopulationSearcher, VariantSearcher, grid_points, member_result, split_suggestion

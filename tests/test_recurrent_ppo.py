@@ -11,8 +11,8 @@ import pytest
 from ajax_tune.agents import PPO, PPOConfig, make_agent
 from ajax_tune.agents.ppo import RecurrentPPO
 from ajax_tune.cli import main
-from ajax_tune.config import ConfigError
 from ajax_tune.envs import make_env
+from ajax_tune.errors import ConfigError
 from ajax_tune.loop import LoopConfig, TrainLoop
 from ajax_tune.runner import Runner
 from ajax_tune.schedules import Schedule

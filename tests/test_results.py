@@ -5,7 +5,7 @@ import jax
 import pytest
 
 from ajax_tune.agents import PPO, PPOConfig
-from ajax_tune.config import ConfigError
+from ajax_tune.errors import ConfigError
 from ajax_tune.expected_keys import check_metric, result_keys
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.compiled import Compiled

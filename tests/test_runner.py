@@ -9,10 +9,11 @@ import pytest
 
 from ajax_tune.build import build_loop
 from ajax_tune.checkpoint import METADATA_FILE
-from ajax_tune.config import Config, ConfigError
+from ajax_tune.config import Config
 from ajax_tune.curriculum import Callback, ThresholdCurriculum
 from ajax_tune.curriculum.task_control import TaskControl
 from ajax_tune.envs import TaskError
+from ajax_tune.errors import ConfigError
 from ajax_tune.runner import Runner
 from tests.support.helpers import assert_trees_equal, corridor_config
 

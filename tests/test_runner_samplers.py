@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ajax_tune.checkpoint import METADATA_FILE
-from ajax_tune.config import ConfigError
+from ajax_tune.errors import ConfigError
 from ajax_tune.heldout import HeldOut
 from ajax_tune.loop import TrainLoop
 from ajax_tune.runner import Runner

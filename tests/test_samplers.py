@@ -6,8 +6,9 @@ import json
 import numpy as np
 import pytest
 
-from ajax_tune.config import Config, ConfigError
+from ajax_tune.config import Config
 from ajax_tune.envs import make_env
+from ajax_tune.errors import ConfigError
 from ajax_tune.heldout import HeldOut
 from ajax_tune.loop import CallStats
 from ajax_tune.samplers import (

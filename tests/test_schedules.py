@@ -52,7 +52,7 @@ def test_parse_and_errors():
 
 def test_configs_take_the_simple_forms():
     from ajax_tune.agents import PPOConfig
-    from ajax_tune.fields import ConfigError
+    from ajax_tune.errors import ConfigError
 
     config = PPOConfig(lr=1e-3, hidden_sizes=[8, 8], gamma=1)
     assert config.lr == Schedule(kind="constant", peak=1e-3)

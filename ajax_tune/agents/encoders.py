@@ -24,7 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune.agents.networks import Dense
-from ajax_tune.fields import ConfigError, check_keys, config_section, static
+from ajax_tune.errors import ConfigError
+from ajax_tune.fields import check_keys, config_section, static
 
 KINDS = ("conv",)
 

@@ -25,7 +25,8 @@ from ajax_tune.agents.base import AgentBase, Clock, action_scale
 from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.offpolicy import ReplayTransition
-from ajax_tune.fields import ConfigError, static, validate
+from ajax_tune.errors import ConfigError
+from ajax_tune.fields import static, validate
 
 
 @dataclasses.dataclass(frozen=True)

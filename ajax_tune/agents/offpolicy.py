@@ -34,7 +34,8 @@ from ajax_tune.agents.base import AgentBase, Clock
 from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.replay import ReplayBuffer
-from ajax_tune.fields import ConfigError, static, validate
+from ajax_tune.errors import ConfigError
+from ajax_tune.fields import static, validate
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,7 +27,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ajax_tune import compat
-from ajax_tune.fields import ConfigError
+from ajax_tune.errors import ConfigError
 from ajax_tune.loop.frame import Program
 
 #: How `init` compiles (per program; nothing else in the process changes): few passes, as

@@ -18,7 +18,8 @@ from ajax_tune.agents.base import AgentBase
 from ajax_tune.agents.hparams import lanes_hparams
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.envs.wrappers import VecEnv
-from ajax_tune.fields import ConfigError, static_values
+from ajax_tune.errors import ConfigError
+from ajax_tune.fields import static_values
 from ajax_tune.loop.state import TrainState
 
 

@@ -27,7 +27,7 @@ from ajax_tune.agents.base import Clock
 from ajax_tune.agents.offpolicy import ReplayTransition
 from ajax_tune.datasets import Dataset
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
-from ajax_tune.fields import ConfigError
+from ajax_tune.errors import ConfigError
 from ajax_tune.loop.config import LoopConfig
 from ajax_tune.loop.frame import CallFrame, Program
 from ajax_tune.loop.rollout import TRAIN_ROWS

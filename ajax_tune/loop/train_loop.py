@@ -18,7 +18,8 @@ import numpy as np
 from ajax_tune import checkpoint
 from ajax_tune.envs.base import task_to_jax
 from ajax_tune.envs.wrappers import EpisodeWrapper, VecEnv
-from ajax_tune.fields import ConfigError, static_values
+from ajax_tune.errors import ConfigError
+from ajax_tune.fields import static_values
 from ajax_tune.loop.compiled import Compiled
 from ajax_tune.loop.config import LoopConfig
 from ajax_tune.loop.lanes import Lanes

@@ -52,8 +52,9 @@ from typing import Any
 import yaml
 
 from ajax_tune import yaml_loader
-from ajax_tune.config import ConfigError, check_keys, parse_section
+from ajax_tune.errors import ConfigError
 from ajax_tune.expected_keys import check_metric
+from ajax_tune.fields import check_keys, parse_section
 from ajax_tune.imports import did_you_mean
 from ajax_tune.results import keys as K
 from ajax_tune.spaces import Domain, domains, has_grid, parse_spaces, sample, to_tune

@@ -13,7 +13,7 @@ import optax
 from ajax_tune.agents.bc.config import BCConfig
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.offline import OfflineAgent, OfflineState
-from ajax_tune.fields import ConfigError
+from ajax_tune.errors import ConfigError
 
 
 class BC(OfflineAgent):

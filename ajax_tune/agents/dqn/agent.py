@@ -23,7 +23,7 @@ from ajax_tune.agents.encoders import encoded
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningStats
 from ajax_tune.agents.offpolicy import OffPolicyAgent, OffPolicyState, ReplayTransition
-from ajax_tune.fields import ConfigError
+from ajax_tune.errors import ConfigError
 
 
 @struct.dataclass

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from ajax_tune.agents.encoders import EncoderConfig
 from ajax_tune.agents.hparams import hparams_type
 from ajax_tune.agents.networks import ACTIVATIONS
-from ajax_tune.fields import ConfigError, check_keys, config_section, static, traced, validate
+from ajax_tune.errors import ConfigError
+from ajax_tune.fields import check_keys, config_section, static, traced, validate
 from ajax_tune.schedules import Schedule
 
 CELLS = ("gru", "lstm")
