@@ -1,12 +1,15 @@
-"""benchmarks/ued_maze.py's set-up, checked without running it: our trial still matches the
-flags it gives JaxUED's maze_plr.py, its held-out 7 x 7 mazes are valid and solvable, and its
-part-2 configs pass the config check for every algorithm."""
+"""benchmarks/ued_maze.py's own logic, checked without running either side: our trial still
+matches the flags it gives JaxUED's maze_plr.py (its learning rate included), the shortest paths
+and buffer figures it reads from both sides' saved buffers, the training return it computes for
+maze_plr.py, and its summaries and verdicts on made-up units."""
 
 from __future__ import annotations
 
+import importlib.util
 import pathlib
 import sys
 
+import numpy as np
 import pytest
 
 from tests.support.helpers import import_extra
@@ -21,96 +24,208 @@ def bench():
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import ued_maze
+        import ued_maze_measures
+        import ued_maze_settings
+        import ued_maze_summary
 
-        yield ued_maze
+        yield type(
+            "Bench",
+            (),
+            {"study": ued_maze, "settings": ued_maze_settings, "measures": ued_maze_measures, "summary": ued_maze_summary},
+        )
     finally:
         sys.path.remove(str(BENCHMARKS))
 
 
-def test_part1_trial_matches_peer_flags(bench):
-    assert bench.check_p1_settings(bench.p1_config("accel", 3, 40)) == []
-
-
-def test_heldout_mazes_are_solvable_levels(bench):
-    from ajax_tune.envs.jaxued_adapter import MazeEnv, parse_maze
-
-    env = MazeEnv(height=7, width=7, n_walls=12, max_episode_steps=64)
-    for name, text in bench.HELDOUT_7X7.items():
-        level = parse_maze(text.strip("\n"))
-        env.validate_task(level)
-        assert bench.shortest_path(level["wall_map"], level["agent_pos"], level["goal_pos"]) is not None, name
-
-
-@pytest.mark.parametrize("algorithm", ["dr", "plr", "robust_plr", "accel", "sfl"])
-def test_part2_configs_check(bench, algorithm):
+@pytest.mark.parametrize("algorithm", ["robust_plr", "accel"])
+def test_our_trial_matches_maze_plr_flags_and_passes_the_config_check(bench, algorithm):
     from ajax_tune import Runner
 
-    Runner.check(bench.p2_config(algorithm, 4, 16))
-    if algorithm in ("plr", "robust_plr", "accel"):  # --p2-score pvl
-        config = bench.p2_config(algorithm, 4, 16, score="pvl")
-        assert config["ued"]["score"] == "pvl"
-        Runner.check(config)
+    study = bench.settings
+    config = study.trial(algorithm, 0, 250)
+    assert study.check_settings(config, algorithm, 250) == []
+    Runner.check(config)
+    config["agent"]["lr"]["end_fraction"] = 0.0  # the config's own schedule: decays to 0 over env steps
+    assert study.check_settings(config, algorithm, 250) == ["lr once replay starts differs"]
+    config = study.trial(algorithm, 0, 250)
+    config["train"]["eval_episodes"] = 1
+    assert study.check_settings(config, algorithm, 250) == ["--eval_num_attempts 10 against 1"]
 
 
-def test_buffer_facts_find_unsolvable_levels_and_their_replay_weight(bench):
-    open_row, wall_row = "000", "111"
-    solvable = {"wall_rows": [open_row, wall_row, wall_row], "agent_pos": [0, 0], "goal_pos": [2, 0]}
-    walled_in = {"wall_rows": ["010", wall_row, wall_row], "agent_pos": [0, 0], "goal_pos": [2, 0]}
-    lanes = [
-        {
-            "size": 3,
-            "slots": [
-                {**walled_in, "score": 0.9, "max_return": 0.0},
-                {**solvable, "score": 0.5, "max_return": 1.0},
-                {**solvable, "score": 0.1, "max_return": 1.0},
-            ],
-        },
-        {"size": 0, "slots": []},
+@pytest.mark.parametrize("algorithm, share", [("robust_plr", 0.8), ("accel", 0.8 / 1.8)])
+def test_our_learning_rate_follows_maze_plr_expected_rate_wherever_the_agent_learns(bench, algorithm, share):
+    """maze_plr.py decays its rate over the gradient updates it applied: none before the buffer
+    is half full (2,000 levels: after update 63), then `share` of the updates."""
+    study, updates = bench.settings, 250
+    assert study.replay_from() == 63 and study.gradient_share(algorithm) == pytest.approx(share)
+    schedule = study.lr_schedule(algorithm, updates)
+    for update in range(63, updates + 1):
+        peer = 1e-4 * (1 - share * (update - 63) / updates)
+        assert study.lr_at(schedule, update, updates) == pytest.approx(peer, rel=1e-6)
+
+
+def random_mazes(n: int, size: int, seed: int):
+    rng = np.random.default_rng(seed)
+    walls = rng.random((n, size, size)) < rng.uniform(0.1, 0.6, (n, 1, 1))
+    start, goal = rng.integers(0, size, (n, 2)), rng.integers(0, size, (n, 2))
+    goal[: n // 20] = start[: n // 20]  # some start on their goal
+    for i in range(n):  # start and goal cells are free, as JaxUED places them
+        walls[i, start[i, 1], start[i, 0]] = walls[i, goal[i, 1], goal[i, 0]] = False
+    return walls, start, goal
+
+
+def test_vectorised_shortest_paths_equal_the_maze_adapter_breadth_first_search(bench):
+    from ajax_tune.envs.jaxued_adapter import shortest_path
+
+    walls, start, goal = random_mazes(300, 13, seed=0)
+    paths = bench.measures.shortest_paths(walls, start, goal)
+    expected = [shortest_path({"wall_map": w, "agent_pos": s, "goal_pos": g}) for w, s, g in zip(walls, start, goal)]
+    assert paths.tolist() == [-1 if e is None else e for e in expected]
+    assert (paths == -1).sum() > 20 and (paths == 0).sum() >= 15 and paths.max() > 20  # every case was met
+
+
+def test_buffer_figures_count_unsolvable_levels_and_unscored_slots_apart(bench, tmp_path):
+    corridor = np.ones((3, 3), bool)
+    corridor[0] = False  # a row of three free cells
+    walled = corridor.copy()
+    walled[0, 1] = True  # the middle cell blocked: the ends cannot reach each other
+    levels = np.stack([corridor, corridor, walled, corridor])
+    start, goal = np.array([[0, 0]] * 4), np.array([[2, 0], [1, 0], [2, 0], [0, 0]])
+    scores = np.array([0.5, 0.25, 0.75, -np.inf, 9.0], np.float32)  # the last slot is past `size`
+    path = tmp_path / "eval_000.npz"
+    bench.measures.save_levels(path, np.concatenate([levels, levels[:1]]), start, goal, scores, size=4, update=10)
+    figures = bench.measures.buffer_figures(path)
+    assert figures["size"] == 4 and figures["update"] == 10
+    assert figures["score_mean"] == pytest.approx(0.5) and figures["scores_not_finite"] == 1
+    assert figures["shortest_path_mean"] == pytest.approx((2 + 1 + 0) / 3)
+    assert figures["unsolvable_share"] == pytest.approx(0.25)
+
+
+def test_maze_plr_training_return_counts_episodes_as_jaxued_does(bench, monkeypatch):
+    """The return the peer's tap computes on the host equals JaxUED's own per-env episode
+    statistics (`accumulate_rollout_stats`: mean return over the episodes that ended, and how
+    many ended), summed over envs."""
+    import jax
+    from jaxued.utils import accumulate_rollout_stats
+
+    if not hasattr(jax, "tree_map"):  # jaxued 0.0.1 calls it; jax 0.6 removed it
+        monkeypatch.setattr(jax, "tree_map", jax.tree_util.tree_map, raising=False)
+
+    rng = np.random.default_rng(1)
+    dones = rng.random((64, 8)) < 0.1
+    dones[:, 0] = False  # an env whose episode never ends in the rollout
+    rewards = rng.random((64, 8)).astype(np.float32)
+    total, count = bench.measures.ended_returns(dones, rewards)
+    mean, _, episodes = (np.asarray(x, np.float64) for x in accumulate_rollout_stats(dones, rewards, time_average=False))
+    assert count == int(episodes.sum()) == int(dones.sum())
+    assert total == pytest.approx(float((mean * episodes).sum()), rel=1e-5)
+    assert bench.measures.ended_returns(np.zeros((4, 2), bool), np.ones((4, 2))) == (0.0, 0)
+
+
+def made_up_unit(summary, side: str, curve: list[float], chunks=(30.0, 1.0, 1.0, 1.0, 1.0), replay_from: int = 20):
+    """A worker output of 5 evaluations every 10 updates, its curves all `curve`, its chunks of
+    10 updates taking `chunks` seconds; its first chunk compiles."""
+    evals = [dict(update=10 * (i + 1), value=value, chunk_s=chunk) for i, (value, chunk) in enumerate(zip(curve, chunks))]
+    levels = [
+        {"update": e["update"], "score_mean": e["value"], "shortest_path_mean": e["value"], "unsolvable_share": 0.0}
+        for e in evals
     ]
-    facts = bench.buffer_facts(lanes, temperature=1.0)
-    assert facts["size_per_seed"] == [3, 0]
-    assert facts["unsolvable_share_per_seed"] == [pytest.approx(1 / 3, abs=1e-4)]
-    # ranks 1, 2, 3 at T = 1 weigh 1, 1/2, 1/3: the top-scored, unsolvable level holds 6/11
-    assert facts["unsolvable_share_of_rank_weight_per_seed"] == [pytest.approx(6 / 11, abs=1e-4)]
-    assert facts["unsolvable_share_of_top_tenth_by_score_per_seed"] == [1.0]
-    assert facts["shortest_path_solvable_mean"] == 2.0
-    assert facts["score_mean_unsolvable"] == 0.9 and facts["score_mean_solvable"] == 0.3
-    assert bench.buffer_facts(None) is None
-
-
-def test_part1_summary_puts_a_process_per_seed_beside_the_peer(bench):
-    """Made-up units of 2 updates (one per call): the peer's and our single-lane processes are
-    summarised alike, and their wall-clock ratio is the peer's total over ours."""
-    total = 2 * bench.P1_STEPS_PER_UPDATE
-    peer = {
-        "run_s": 40.0,
-        "compile_s": 30.0,
-        "evals": [
+    if side == "jaxued":
+        out = {
+            "process_s": 100.0,
+            "saving_s": 4.0,
+            "compile_s": 25.0,
+            "evals": [
+                {
+                    "num_updates": e["update"],
+                    "train_return": e["value"],
+                    "solve_rate": {"mean": e["value"]},
+                    "level_sampler": {"size": 32.0 * e["update"], "mean_score": e["value"] + 0.5},
+                    "chunk_s": e["chunk_s"] + 1.0,
+                    "chunk_cpu_s": e["chunk_s"] / 2,
+                    "chunk_saving_s": 1.0,  # the previous checkpoint's save, taken out
+                    "chunk_compile_s": 25.0 if e["update"] == 10 else 0.0,
+                }
+                for e in evals
+            ],
+        }
+        return summary.peer_unit(out, levels, replay_from)
+    out = {
+        "process_s": 50.0,
+        "saving_s": 1.0,
+        "compile_s": 9.0,
+        "updates_per_call": 10,
+        "calls": [
             {
-                "chunk_s": 35.0,
-                "chunk_env_steps": total // 2,
-                "solve_rate": {"mean": 0.0, "a": 0.0},
-                "level_sampler": {"size": 32},
-            },
-            {"chunk_s": 5.0, "chunk_env_steps": total // 2, "solve_rate": {"mean": 0.5, "a": 0.5}, "level_sampler": {"size": 64}},
+                "call": i + 1,
+                "wall_s": e["chunk_s"],
+                "cpu_s": e["chunk_s"] / 4,
+                "compile_s": 9.0 if i == 0 else 0.0,
+                "train/episode_return_mean": e["value"],
+                "eval/heldout/success_rate_mean": e["value"],
+                "ued/score_mean": e["value"],
+            }
+            for i, e in enumerate(evals)
         ],
     }
-    ours = {
-        "run_s": 10.0,
-        "compile_s": 8.0,
-        "steps_per_update": bench.P1_STEPS_PER_UPDATE,
-        "updates_per_call": 1,
-        "calls": [{"wall_s": 9.0, "eval/heldout/a/success_rate": 0.0}, {"wall_s": 1.0, "eval/heldout/a/success_rate": 1.0}],
+    return summary.ours_unit(out, levels, replay_from)
+
+
+def test_summary_gives_each_curve_a_verdict_by_the_stated_rule(bench):
+    s = bench.summary
+    peer = {f"jaxued/robust_plr/{k}": made_up_unit(s, "jaxued", [k, k + 1, k + 2, k + 3, k + 4]) for k in range(3)}
+    same = {f"ajax_tune/robust_plr/{k}": made_up_unit(s, "ajax_tune", [k + 0.5, k + 1.5, k + 2.5, 9, 9]) for k in range(3)}
+    row = s.summarise({**peer, **same}, ["robust_plr"], replay_from=20)["robust_plr"]
+    v = row["verdicts"]["train_return"]
+    # compared after update 20: updates 30, 40, 50; ranges overlap at 30 only (ours 9 at 40, 50)
+    assert v["evaluations"] == 3  # updates 30, 40, 50
+    assert v["ranges_overlap"] == pytest.approx(1 / 3, abs=1e-3) and v["verdict"] == "differs"
+    assert v["ours_median_above"] == 1.0 and v["median_gap"] == pytest.approx(4)  # gaps 0.5, 9 - 4, 9 - 5
+    assert s.side_curve(row, "train_return", "jaxued")[0] == {"update": 10, "median": 1, "min": 0, "max": 2}
+
+    close = {f"ajax_tune/robust_plr/{k}": made_up_unit(s, "ajax_tune", [k + 0.5 + i for i in range(5)]) for k in range(3)}
+    row = s.summarise({**peer, **close}, ["robust_plr"], replay_from=20)["robust_plr"]
+    assert all(v["verdict"] == "within seed noise" and v["ranges_overlap"] == 1.0 for v in row["verdicts"].values())
+
+    flat = {k: made_up_unit(s, k.split("/")[0], [0.0] * 5) for k in [*peer, *close]}
+    verdict = s.summarise(flat, ["robust_plr"], replay_from=20)["robust_plr"]["verdicts"]["solve_rate"]["verdict"]
+    assert verdict.startswith("no signal")
+
+    one = {k: u for k, u in {**peer, **close}.items() if k.endswith("/0")}
+    verdict = s.summarise(one, ["robust_plr"], replay_from=20)["robust_plr"]["verdicts"]["train_return"]["verdict"]
+    assert verdict == "one seed a side: no range to compare"
+
+
+def test_summary_times_each_side_without_its_saves_and_compiling_chunks(bench):
+    s = bench.summary
+    units = {  # replay can start after update 25: the chunk of updates 21-30 is neither before nor after
+        "jaxued/accel/0": made_up_unit(s, "jaxued", [1.0] * 5, (30.0, 2.0, 9.0, 4.0, 6.0), replay_from=25),
+        "ajax_tune/accel/0": made_up_unit(s, "ajax_tune", [1.0] * 5, (30.0, 1.0, 9.0, 2.0, 3.0), replay_from=25),
     }
-    units = {f"jaxued/robust_plr/{s}": peer for s in range(2)} | {f"ajax_tune/robust_plr/{s}": ours for s in range(2)}
-    row = bench.p1_summary(units, updates=2, seeds=2)["robust_plr"]
-    j, a = row["jaxued"], row["ajax_tune_per_process"]
-    assert j["wall_s_all_seeds"] == 80.0 and a["wall_s_all_seeds"] == 20.0
-    assert row["ratio_all_seeds_wall_jaxued_over_ajax_tune_per_process"] == 4.0
-    assert j["env_steps_per_s_without_compile"]["median"] == total / 10.0
-    assert a["env_steps_per_s_without_compile"]["median"] == total / 2.0
-    assert a["env_steps_per_s_without_first_chunk"]["median"] == bench.P1_STEPS_PER_UPDATE / 1.0
-    assert a["heldout_solve_rate_max_any_maze_any_eval"] == 1.0 and "ajax_tune" not in row
+    row = s.summarise(units, ["accel"], replay_from=25)["accel"]
+    peer, ours = row["timing"]["jaxued"], row["timing"]["ajax_tune"]
+    assert peer["process_s"]["median"] == 96.0 and ours["process_s"]["median"] == 49.0
+    assert peer["s_per_update_before_replay"]["median"] == pytest.approx(0.2)  # the first chunk compiles
+    assert peer["s_per_update_replaying"]["median"] == pytest.approx(0.5)
+    assert ours["s_per_update_replaying"]["median"] == pytest.approx(0.25)
+    assert peer["cpu_s_per_update_replaying"]["median"] == pytest.approx(0.25)
+    assert ours["cpu_s_per_update_before_replay"]["median"] == pytest.approx(0.025)
+    assert row["timing"]["jaxued_over_ajax_tune"]["s_per_update_replaying"] == 2.0
+    assert row["score_mean_logged_against_saved_max_abs_difference"] == {"jaxued": 0.5, "ajax_tune": 0.0}
+    assert row["at_end"]["buffer_size"]["jaxued"] == {"median": 1600.0, "min": 1600.0, "max": 1600.0, "n": 1}
+
+
+def test_units_alternate_sides_and_cover_every_seed(bench):
+    order = bench.study.unit_order(3, ["robust_plr", "accel"])
+    assert len(order) == len(set(order)) == 12
+    assert order[:4] == ["jaxued/robust_plr/0", "ajax_tune/robust_plr/0", "ajax_tune/accel/0", "jaxued/accel/0"]
+
+
+def test_a_checkpoint_read_as_the_wrong_evaluation_is_refused(bench):
+    s = bench.summary
+    out = {"process_s": 1.0, "compile_s": 0.0, "evals": [{"num_updates": 10, "solve_rate": {}, "level_sampler": {}}]}
+    with pytest.raises(ValueError, match="update 20"):
+        s.peer_unit(out, [{"update": 20}], 63)
 
 
 def test_recorded_warnings_name_no_directories():
@@ -127,7 +242,7 @@ def test_update_summary_splits_an_update_into_its_fixed_part_and_its_epochs(benc
     def runs(side, fixed, per_epoch, forward):
         return {f"{side}/{e}": [{"update_s": fixed + e * per_epoch, "forward_s": forward}] * 3 for e in (1, 5)}
 
-    summary = bench.update_summary({**runs("ajax_tune", 0.2, 0.3, 0.15), **runs("jaxued", 0.05, 0.25, 0.05)})
+    summary = bench.summary.update_summary({**runs("ajax_tune", 0.2, 0.3, 0.15), **runs("jaxued", 0.05, 0.25, 0.05)})
     assert summary["ajax_tune"]["per_epoch_s"] == pytest.approx(0.3) and summary["ajax_tune"]["fixed_s"] == pytest.approx(0.2)
     assert summary["jaxued"]["update_s"] == {"1": 0.3, "5": 1.3}
     ratio = summary["ratio_ajax_tune_over_jaxued"]
@@ -137,7 +252,6 @@ def test_update_summary_splits_an_update_into_its_fixed_part_and_its_epochs(benc
 
 
 def test_median_seconds_runs_once_to_compile_then_times_the_rest():
-    import importlib.util
     import time
 
     spec = importlib.util.spec_from_file_location("protocol", BENCHMARKS / "peers" / "protocol.py")
