@@ -1,7 +1,7 @@
 """One recurrent PPO update of ours on maze_plr.py's shapes, timed alone: `[256, 32]` steps of
 JaxUED's 13 x 13 maze observations (random, as the peer's worker draws them), LSTM 256, conv 16,
 heads of 32, one minibatch, `epochs` epochs; and the forward pass the level scores read
-(`value_estimates`). Settings: `agent` (the trial's agent section), `epochs`, `runs`.
+(`value_estimates`), which also gives the update its values. Settings: `agent` (the trial's agent section), `epochs`, `runs`.
 
 Prints one `RESULT {...}` line (protocol.py).
 """
@@ -32,22 +32,27 @@ config = Config.from_dict({"env": {"name": "jaxued/maze"}, "agent": agent_sectio
 agent = make_agent("ppo", config, env.observation_space, env.action_space, image_shape=env.image_shape)
 k = jax.random.split(jax.random.key(0), 6)
 obs_shape = env.observation_space.shape
-done = jax.random.uniform(k[1], (T, B)) < 0.01
+# episodes end at random (1% a step) or at the maze's time limit of 250 steps, as in a rollout on fresh levels
+cut = jnp.zeros((T, B), bool).at[249].set(True)
+done = (jax.random.uniform(k[1], (T, B)) < 0.01) & ~cut
 batch = PPOTransition(
     obs=jax.random.uniform(k[0], (T, B, *obs_shape)),
     action=jax.random.randint(k[2], (T, B), 0, 3),
     log_prob=jnp.full((T, B), -1.1),
     reward=jax.random.uniform(k[3], (T, B)) * done,
     terminated=done,
-    truncated=jnp.zeros((T, B), bool),
+    truncated=cut,
     valid=jnp.ones((T, B), bool),
     next_obs=jax.random.uniform(k[4], (T, B, *obs_shape)),
 )
-carries = Carries(start=agent.init_carry(B), reset=jnp.concatenate([jnp.zeros((1, B), bool), done[:-1]]))
+carries = Carries(start=agent.init_carry(B), reset=jnp.concatenate([jnp.zeros((1, B), bool), (done | cut)[:-1]]))
 state = agent.init(jax.random.key(1))
-clock = Clock(jnp.float32(0.0), jnp.float32(1e7))
-update = jax.jit(lambda s, key: agent.update(s, batch, key, clock, carries=carries)[0])
-forward = jax.jit(lambda s: agent.value_estimates(s, batch, carries))
+clock = Clock(jnp.float32(0.0), jnp.float32(1e7), 250)  # the env's time limit, as the loop gives it
+forward = jax.jit(lambda s: agent.value_estimates(s, batch, clock, carries))
+# In a level algorithm's update the values come from the scores' forward pass, as maze_plr.py's
+# update takes them from its rollout: the update alone is timed with them given.
+estimates = forward(state)
+update = jax.jit(lambda s, key: agent.update(s, batch, key, clock, carries=carries, estimates=estimates)[0])
 
 
 def seconds(fn, *args) -> tuple[float, float]:
