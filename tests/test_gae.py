@@ -80,3 +80,53 @@ def test_loss_ignores_masked_transitions():
     # and the real transitions do matter
     changed = dict(padded, advantage=padded["advantage"].at[0].set(-3.0))
     assert float(ppo_loss(params, changed, hp, key, policy, value, dist)[0]) != pytest.approx(float(loss_padded))
+
+
+@pytest.mark.heavy  # compiles an unroll and two estimates per case
+@pytest.mark.parametrize("recurrent", [False, True])
+@pytest.mark.parametrize("mode", ["next_step", "unroll_start"])
+def test_successor_values_from_the_next_step_equal_those_computed_for_every_step(recurrent, mode):
+    """Knowing the time limit, PPO computes a successor's value afresh only where a time limit cut
+    the episode (and at the unroll's end) and takes the next step's value elsewhere: on real
+    unrolls of cartpole cut every 7 steps, with episodes carried over between unrolls, the values
+    and advantages equal those computed for every step, feed-forward and recurrent."""
+    from ajax_tune.agents import make_agent
+    from ajax_tune.agents.base import Carries, Clock, reset_carry
+    from ajax_tune.config import Config
+    from ajax_tune.envs import EpisodeWrapper, make_env
+    from ajax_tune.envs.wrappers import VecEnv
+    from ajax_tune.loop.rollout import make_collect
+
+    limit, unroll, envs = 7, 24, 4
+    agent_section = {"num_envs": envs, "unroll_length": unroll, "hidden_sizes": [8]}
+    if recurrent:
+        agent_section["recurrent"] = {"cell": "gru", "size": 8}
+    config = Config.from_dict({"env": {"name": "cartpole"}, "agent": agent_section}).agent
+    env = EpisodeWrapper(make_env("cartpole"), limit)
+    agent = make_agent("ppo", config, env.observation_space, env.action_space)
+    venv = VecEnv(env, envs)
+    collect = jax.jit(make_collect(agent, venv, mode), static_argnums=())
+    k = jax.random.split(jax.random.key(0), 8)
+    state = agent.init(k[0])
+    env_state = venv.reset(k[1], {k_: jnp.asarray(v) for k_, v in env.validate_task({}).items()})
+    carry = agent.init_carry(envs) if recurrent else None
+
+    def estimates(batch, carries, episode_limit):
+        clock = Clock(jnp.float32(0), jnp.float32(1), episode_limit)
+        extra = {"carries": carries} if recurrent else {}
+        return jax.jit(lambda s: agent.value_estimates(s, batch, clock, **extra))(state)
+
+    cut = 0
+    for i in range(3):
+        fresh = env_state.episode.done if recurrent else None
+        if recurrent:
+            carry = reset_carry(agent, carry, fresh)
+        env_state = venv.reset_done(env_state, k[2 + i])
+        start = carry
+        env_state, carry, resets, batch, _ = collect(state, env_state, carry, fresh, k[5 + i])
+        carries = Carries(start=start, reset=resets) if recurrent else None
+        cut += int(jnp.sum(batch.truncated & ~batch.terminated))
+        (value, adv), (value_all, adv_all) = estimates(batch, carries, limit), estimates(batch, carries, 0)
+        np.testing.assert_allclose(np.asarray(value), np.asarray(value_all), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(adv), np.asarray(adv_all), rtol=1e-5, atol=1e-5)
+    assert cut >= 4  # the unrolls held steps a time limit cut

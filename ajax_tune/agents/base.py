@@ -38,10 +38,13 @@ class Carries:
 
 @struct.dataclass
 class Clock:
-    """Where an update sits in the run: progress drives every schedule."""
+    """Where an update sits in the run (progress drives every schedule), and how long its
+    episodes may last."""
 
     timestep: jax.Array  # absolute env steps per seed before this update, float32
     horizon: jax.Array  # the run's total_timesteps, float32
+    #: the env's time limit in steps (0: unknown): an episode is truncated exactly when it reaches it
+    episode_limit: int = struct.field(pytree_node=False, default=0)
 
 
 class Agent(Protocol):

@@ -84,15 +84,15 @@ def make_program(
         env_state, carry, resets, transitions, episodes = collect(agent_state, env_state, carry, fresh, k_roll)
         carries = {"carries": Carries(start=start, reset=resets)} if recurrent else {}
 
-        def update():
-            return agent.update(agent_state, transitions, k_update, clock, **carries)
+        def update(**estimates):
+            return agent.update(agent_state, transitions, k_update, clock, **carries, **estimates)
 
         if levels is None:
             agent_state, metrics, signal = update()
             health = agent.health(agent_state, metrics)
         else:
             ued_state, agent_state, metrics, signal, health = levels.learn(
-                ued_state, decision, agent_state, transitions, episodes["per_step"], update, carries
+                ued_state, decision, agent_state, transitions, episodes["per_step"], update, carries, clock
             )
         stats = add_episodes(stats, episodes, signal if learning_signal else None)
         row = {**train_rows(episodes), **metrics}
@@ -109,7 +109,14 @@ def make_program(
         keys = jax.vmap(lambda k: jax.random.split(k, 4))(state.key)
         agent_state, env_state, carry, ued_state, row, health, stats = over_lanes(
             lambda agent_state, env_state, carry, ued_state, key, stats, horizon: lane_update(
-                agent_state, env_state, carry, ued_state, key, stats, Clock(timestep_now, horizon), iteration
+                agent_state,
+                env_state,
+                carry,
+                ued_state,
+                key,
+                stats,
+                Clock(timestep_now, horizon, env.max_episode_steps),
+                iteration,
             ),
             num_lanes,
         )(state.agent, state.env, state.carry, state.ued, keys[:, 1], stats, state.horizon)

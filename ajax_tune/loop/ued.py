@@ -53,17 +53,21 @@ class LevelUpdate:
         return state, decision, env_state, carry, fresh
 
     def learn(
-        self, state: LevelState, decision: Decision, agent_state, transitions, steps: dict, update: Callable, carries: dict
+        self, state: LevelState, decision: Decision, agent_state, transitions, steps: dict, update: Callable, carries: dict, clock
     ) -> tuple[LevelState, Any, dict, jax.Array, dict]:
         """The agent's update where the decision says to learn, then the algorithm's observation
-        of the rollout. `update()` is the agent's update of this unroll; `steps` the unroll's
-        per-step `done`, `reward`, `success` and `valid`. Returns the state, the agent's state,
-        its metrics with the algorithm's rows, its learning signal and its health."""
+        of the rollout. `update(**kwargs)` is the agent's update of this unroll; `steps` the
+        unroll's per-step `done`, `reward`, `success` and `valid`. Returns the state, the agent's
+        state, its metrics with the algorithm's rows, its learning signal and its health."""
         values = advantages = None
+        reuse = {}
         if self.needs_values:  # before learning: what the rollout's levels were worth to the agent that played them
-            values, advantages = self.agent.value_estimates(agent_state, transitions, **carries)
-        skipped = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(update)[1:])
-        agent_state, metrics, signal = jax.lax.cond(decision.learn, update, lambda: (agent_state, *skipped))
+            values, advantages = self.agent.value_estimates(agent_state, transitions, clock, **carries)
+            if getattr(self.agent, "reuses_estimates", False):  # the update's own, so it need not compute them again
+                reuse = {"estimates": (values, advantages)}
+        learned = lambda: update(**reuse)  # noqa: E731
+        skipped = jax.tree.map(lambda x: jnp.full(x.shape, jnp.nan, x.dtype), jax.eval_shape(learned)[1:])
+        agent_state, metrics, signal = jax.lax.cond(decision.learn, learned, lambda: (agent_state, *skipped))
         # a rollout the agent only scored reports NaN losses, and its health reads what was computed: nothing
         health = self.agent.health(agent_state, jax.tree.map(lambda m: jnp.where(decision.learn, m, 0), metrics))
         rollout = Rollout(**steps, values=values, advantages=advantages)

@@ -21,7 +21,7 @@ from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, schedu
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.ppo.config import PPOConfig, PPOHparams
-from ajax_tune.agents.ppo.losses import gae, positive_advantage, ppo_loss
+from ajax_tune.agents.ppo.losses import gae, positive_advantage, ppo_loss, successor_values
 from ajax_tune.agents.shuffle import permutation
 from ajax_tune.envs.base import EnvState
 from ajax_tune.errors import ConfigError
@@ -147,14 +147,33 @@ class PPO(AgentBase):
         return_norm = self.return_norm.update(state.return_norm, returns, mask)
         return batch.reward / (return_norm.std + 1e-8), return_acc, return_norm
 
-    def value_estimates(self, state: PPOState, batch: PPOTransition, carries=None):
+    @property
+    def reuses_estimates(self) -> bool:
+        """Whether `value_estimates` are what `update` computes for the same unroll before it
+        learns (so `update(..., estimates=...)` may take them instead of computing them again):
+        true unless it normalises observations or rewards, which `update` moves on first."""
+        return not (self.config.normalize_observations or self.config.normalize_rewards)
+
+    def value_estimates(self, state: PPOState, batch: PPOTransition, clock: Clock, carries=None):
         """The values and GAE advantages of an unroll under the current parameters, learning
         nothing: what a level buffer scores levels by (`ued`)."""
-        hp = state.hp
-        value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.obs))
-        next_value = self._value(state.params["value"], self.obs_norm(state.obs_norm, batch.next_obs))
-        advantage, _ = gae(batch.reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        obs = lambda: self.obs_norm(state.obs_norm, batch.obs)  # noqa: E731
+        next_obs = lambda: self.obs_norm(state.obs_norm, batch.next_obs)  # noqa: E731
+        value, advantage, _ = self._estimates(state.params, state.hp, batch, batch.reward, obs(), next_obs, clock)
         return value, advantage
+
+    def _estimates(self, params, hp, batch: PPOTransition, reward, obs, next_obs, clock: Clock):
+        """Values, GAE advantages and value targets of an unroll (`next_obs()`: its successors,
+        normalised as `obs`)."""
+        value = self._value(params["value"], obs)
+
+        def successors(steps):
+            later = next_obs()
+            return self._value(params["value"], later if steps is None else later[steps, jnp.arange(later.shape[1])])
+
+        next_value = successor_values(value, batch, clock, successors)
+        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        return value, advantage, target
 
     def _normalized(self, state: PPOState, batch: PPOTransition):
         """The batch's observations and rewards as the losses read them, and the state with its
@@ -212,12 +231,16 @@ class PPO(AgentBase):
         metrics["lr"] = lr
         return state.replace(params=params, opt_state=opt_state), metrics
 
-    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock):
+    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock, estimates=None):
+        """`estimates`: this unroll's `value_estimates`, taken instead of computing them again
+        where they are the same (`reuses_estimates`)."""
         cfg, hp = self.config, state.hp
         state, mask, reward, obs, next_obs = self._normalized(state, batch)
-        value = self._value(state.params["value"], obs)
-        next_value = self._value(state.params["value"], next_obs())
-        advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        if estimates is not None and self.reuses_estimates:
+            value, advantage = estimates
+            target = advantage + value
+        else:
+            _, advantage, target = self._estimates(state.params, hp, batch, reward, obs, next_obs, clock)
         signal = positive_advantage(advantage, mask)
 
         data = self._loss_data(obs, batch, advantage, target, mask)

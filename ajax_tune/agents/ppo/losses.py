@@ -28,6 +28,28 @@ def gae(reward, value, next_value, terminated, truncated, gamma, lam):
     return advantages, advantages + value
 
 
+def successor_values(value, batch, clock, successors):
+    """`next_value` for `gae`: the value of each step's true successor.
+
+    Where an episode goes on past step t, its successor is step t+1 (its observation, and for a
+    recurrent agent the carry step t left), whose value `value[t + 1]` already is. Only a step that
+    a time limit cut has a successor of its own (the episode's final observation, not the reset
+    one that follows), and so has the unroll's last step; a termination's successor is worth
+    nothing. With the env's time limit L known (`clock.episode_limit`), an env's unroll of T steps
+    holds at most (T - 1) // L + 1 cut steps (an episode is truncated exactly when it reaches L
+    steps), so `successors(steps)` evaluates that many per env, `steps` being `[k, N]` step
+    indices, instead of all T (`successors(None)`, where L is unknown or the bound no smaller)."""
+    length, num_envs = value.shape
+    limit = clock.episode_limit
+    count = length if not limit else min(length, (length - 1) // limit + 2)
+    if count >= length:
+        return successors(None)
+    own = (batch.truncated & ~batch.terminated) | (jnp.arange(length) == length - 1)[:, None]
+    steps = jnp.argsort(~own, axis=0, stable=True)[:count]  # the steps that need one first, then any (exact too)
+    following = jnp.concatenate([value[1:], value[-1:]])
+    return following.at[steps, jnp.arange(num_envs)].set(successors(steps))
+
+
 def positive_advantage(advantage, mask):
     """Each env's learning signal for task samplers: its mean positive advantage over the real
     steps of the unroll ("positive value loss" in prioritized level replay); NaN for an env with

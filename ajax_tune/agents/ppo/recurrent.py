@@ -22,7 +22,7 @@ from ajax_tune.agents.hparams import scheduled
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
-from ajax_tune.agents.ppo.losses import clipped_objective, gae, positive_advantage
+from ajax_tune.agents.ppo.losses import clipped_objective, gae, positive_advantage, successor_values
 
 
 def _dense(p, x):
@@ -170,27 +170,41 @@ class RecurrentPPO(PPO, form="recurrent"):
 
     # -- learning ------------------------------------------------------------------------
 
-    def value_estimates(self, state: PPOState, batch: PPOTransition, carries: Carries):
+    def value_estimates(self, state: PPOState, batch: PPOTransition, clock: Clock, carries: Carries):
         """As PPO's: the unroll replayed from the carries it began with."""
-        hp, params = state.hp, state.params
         obs = self.obs_norm(state.obs_norm, batch.obs)
-        features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
-        _, next_features = self.trunk.step(params["trunk"], after, self.obs_norm(state.obs_norm, batch.next_obs))
-        value, next_value = self._value(params["value"], features), self._value(params["value"], next_features)
-        advantage, _ = gae(batch.reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        next_obs = lambda: self.obs_norm(state.obs_norm, batch.next_obs)  # noqa: E731
+        value, advantage, _ = self._recurrent_estimates(
+            state.params, state.hp, batch, batch.reward, obs, next_obs, clock, carries
+        )
         return value, advantage
 
-    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock, *, carries: Carries):
-        cfg, hp = self.config, state.hp
-        state, mask, reward, obs, next_obs = self._normalized(state, batch)
-        next_obs = next_obs()
-        params = state.params
+    def _recurrent_estimates(self, params, hp, batch, reward, obs, next_obs, clock: Clock, carries: Carries):
+        """`PPO._estimates` with the cell: the unroll replayed for its values; a successor of its
+        own (where `successor_values` needs one) read by the cell from the carry its step left."""
         features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
         value = self._value(params["value"], features)
-        # The true successor of each step, read by the cell from the carry that step left.
-        _, next_features = self.trunk.step(params["trunk"], after, next_obs)
-        next_value = self._value(params["value"], next_features)
+
+        def successors(steps):
+            later, left = next_obs(), after
+            if steps is not None:
+                envs = jnp.arange(later.shape[1])
+                later, left = later[steps, envs], jax.tree.map(lambda x: x[steps, envs], after)
+            _, next_features = self.trunk.step(params["trunk"], left, later)
+            return self._value(params["value"], next_features)
+
+        next_value = successor_values(value, batch, clock, successors)
         advantage, target = gae(reward, value, next_value, batch.terminated, batch.truncated, hp.gamma, hp.gae_lambda)
+        return value, advantage, target
+
+    def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock, *, carries: Carries, estimates=None):
+        cfg, hp = self.config, state.hp
+        state, mask, reward, obs, next_obs = self._normalized(state, batch)
+        if estimates is not None and self.reuses_estimates:
+            value, advantage = estimates
+            target = advantage + value
+        else:
+            _, advantage, target = self._recurrent_estimates(state.params, hp, batch, reward, obs, next_obs, clock, carries)
         signal = positive_advantage(advantage, mask)
 
         # Per env: its whole unroll ([T, ...]) and the carry it started from.
