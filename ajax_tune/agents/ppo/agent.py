@@ -157,12 +157,21 @@ class PPO(AgentBase):
     def value_estimates(self, state: PPOState, batch: PPOTransition, clock: Clock, carries=None):
         """The values and GAE advantages of an unroll under the current parameters, learning
         nothing: what a level buffer scores levels by (`ued`)."""
-        obs = lambda: self.obs_norm(state.obs_norm, batch.obs)  # noqa: E731
+        obs = self.obs_norm(state.obs_norm, batch.obs)
         next_obs = lambda: self.obs_norm(state.obs_norm, batch.next_obs)  # noqa: E731
-        value, advantage, _ = self._estimates(state.params, state.hp, batch, batch.reward, obs(), next_obs, clock)
+        value, advantage, _ = self._estimates(state.params, state.hp, batch, batch.reward, obs, next_obs, clock, carries)
         return value, advantage
 
-    def _estimates(self, params, hp, batch: PPOTransition, reward, obs, next_obs, clock: Clock):
+    def _targets(self, state: PPOState, batch, reward, obs, next_obs, clock: Clock, estimates, carries=None):
+        """The update's advantages and value targets: from `estimates` (the scores' own) where
+        they are the same (`reuses_estimates`), else computed."""
+        if estimates is not None and self.reuses_estimates:
+            value, advantage = estimates
+            return advantage, advantage + value
+        _, advantage, target = self._estimates(state.params, state.hp, batch, reward, obs, next_obs, clock, carries)
+        return advantage, target
+
+    def _estimates(self, params, hp, batch: PPOTransition, reward, obs, next_obs, clock: Clock, carries=None):
         """Values, GAE advantages and value targets of an unroll (`next_obs()`: its successors,
         normalised as `obs`)."""
         value = self._value(params["value"], obs)
@@ -236,11 +245,7 @@ class PPO(AgentBase):
         where they are the same (`reuses_estimates`)."""
         cfg, hp = self.config, state.hp
         state, mask, reward, obs, next_obs = self._normalized(state, batch)
-        if estimates is not None and self.reuses_estimates:
-            value, advantage = estimates
-            target = advantage + value
-        else:
-            _, advantage, target = self._estimates(state.params, hp, batch, reward, obs, next_obs, clock)
+        advantage, target = self._targets(state, batch, reward, obs, next_obs, clock, estimates)
         signal = positive_advantage(advantage, mask)
 
         data = self._loss_data(obs, batch, advantage, target, mask)

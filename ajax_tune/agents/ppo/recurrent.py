@@ -170,16 +170,7 @@ class RecurrentPPO(PPO, form="recurrent"):
 
     # -- learning ------------------------------------------------------------------------
 
-    def value_estimates(self, state: PPOState, batch: PPOTransition, clock: Clock, carries: Carries):
-        """As PPO's: the unroll replayed from the carries it began with."""
-        obs = self.obs_norm(state.obs_norm, batch.obs)
-        next_obs = lambda: self.obs_norm(state.obs_norm, batch.next_obs)  # noqa: E731
-        value, advantage, _ = self._recurrent_estimates(
-            state.params, state.hp, batch, batch.reward, obs, next_obs, clock, carries
-        )
-        return value, advantage
-
-    def _recurrent_estimates(self, params, hp, batch, reward, obs, next_obs, clock: Clock, carries: Carries):
+    def _estimates(self, params, hp, batch, reward, obs, next_obs, clock: Clock, carries: Carries = None):
         """`PPO._estimates` with the cell: the unroll replayed for its values; a successor of its
         own (where `successor_values` needs one) read by the cell from the carry its step left."""
         features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
@@ -200,11 +191,7 @@ class RecurrentPPO(PPO, form="recurrent"):
     def update(self, state: PPOState, batch: PPOTransition, key, clock: Clock, *, carries: Carries, estimates=None):
         cfg, hp = self.config, state.hp
         state, mask, reward, obs, next_obs = self._normalized(state, batch)
-        if estimates is not None and self.reuses_estimates:
-            value, advantage = estimates
-            target = advantage + value
-        else:
-            _, advantage, target = self._recurrent_estimates(state.params, hp, batch, reward, obs, next_obs, clock, carries)
+        advantage, target = self._targets(state, batch, reward, obs, next_obs, clock, estimates, carries)
         signal = positive_advantage(advantage, mask)
 
         # Per env: its whole unroll ([T, ...]) and the carry it started from.
