@@ -15,7 +15,13 @@ from ajax_tune import Runner
 from ajax_tune.errors import ConfigError
 from ajax_tune.expected_keys import result_keys
 from ajax_tune.ued import LevelSettingsWarning
-from tests.support.helpers import assert_refused_before_compiling, assert_trees_equal, corridor_config, host
+from tests.support.helpers import (
+    assert_refused_before_compiling,
+    assert_restores_bit_for_bit,
+    assert_trees_equal,
+    corridor_config,
+    host,
+)
 
 TINY = {"num_envs": 4, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 1, "hidden_sizes": [16]}
 UPDATES = 4  # per call
@@ -64,16 +70,8 @@ def test_levels_chosen_every_rollout_compile_nothing_and_report_the_buffer(accel
 
 @pytest.mark.heavy
 def test_the_algorithms_state_survives_a_checkpoint_bit_for_bit(accel, tmp_path):
-    runner, _ = accel
-    runner.save(tmp_path / "ckpt")
-    saved = host(runner.state)
-    after = runner.train()
-    restored = Runner(runner.config)
-    restored.restore(tmp_path / "ckpt")
-    assert_trees_equal(host(restored.state.ued), saved.ued)
-    again = restored.train()
-    assert_trees_equal(host(restored.state), host(runner.state))
-    assert again["ued/buffer_size"] == after["ued/buffer_size"] and again["perf/compilations"] == 1
+    after, again = assert_restores_bit_for_bit(accel[0], tmp_path / "ckpt")
+    assert again["ued/buffer_size"] == after["ued/buffer_size"]
 
 
 def test_settings_are_traced_and_change_without_recompiling(accel):

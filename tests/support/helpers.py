@@ -58,6 +58,23 @@ def assert_trees_equal(a, b):
         np.testing.assert_array_equal(x, y)
 
 
+def assert_restores_bit_for_bit(runner, directory) -> tuple[dict, dict]:
+    """Save `runner`, train it one more call, restore the checkpoint into a fresh runner of the
+    same config and train that one call: the level algorithm's state comes back as saved and both
+    end in the same state, bit for bit, with no compilation beyond the first. Returns the two
+    calls' results."""
+    runner.save(directory)
+    saved = host(runner.state)
+    after = runner.train()
+    restored = type(runner)(runner.config)
+    restored.restore(directory)
+    assert_trees_equal(host(restored.state), saved)
+    again = restored.train()
+    assert_trees_equal(host(restored.state), host(runner.state))
+    assert again["perf/compilations"] == 1
+    return after, again
+
+
 def corridor_config(length=4, lr=3e-3, **sections):
     """A small Tune/Runner config on the corridor; `sections` override whole keys."""
     config = {
