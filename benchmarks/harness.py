@@ -220,6 +220,16 @@ def machine() -> dict:
     }
 
 
+def tree() -> str | None:
+    """The commit the benchmarks ran from, `+changes` when the checkout had edits; None outside git."""
+    git = ["git", "-C", str(HERE.parent)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return None
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return head.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
 def raw_path(path: str | os.PathLike) -> pathlib.Path:
     """Where the raw record of the summary at `path` goes: `raw/` beside it, which git ignores."""
     path = pathlib.Path(path)
@@ -239,6 +249,7 @@ def write_results(name: str, summary: dict, out: str | os.PathLike | None = None
         "command": "python " + " ".join(shlex.quote(_relative(a)) for a in sys.argv),
         "machine": machine(),
         "versions": versions(),
+        "tree": tree(),
     }
     header["machine"]["load_average_at_end"] = load_average()
     path.write_text(dumps({**header, **summary}))
