@@ -26,6 +26,7 @@ from flax import struct
 
 from ajax_tune.agents.hparams import lanes_hparams, replace_hparams
 from ajax_tune.envs.base import EnvState
+from ajax_tune.schedules import ScheduleParams, learning_rate
 
 
 @struct.dataclass
@@ -45,6 +46,10 @@ class Clock:
     horizon: jax.Array  # the run's total_timesteps, float32
     #: the env's time limit in steps (0: unknown): an episode is truncated exactly when it reaches it
     episode_limit: int = struct.field(pytree_node=False, default=0)
+
+    def rate(self, schedule: ScheduleParams) -> jax.Array:
+        """A traced learning-rate schedule's value at this update."""
+        return learning_rate(schedule, self.timestep, self.horizon)
 
 
 class Agent(Protocol):

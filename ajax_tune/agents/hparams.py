@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -22,10 +22,7 @@ import optax
 from flax import struct
 
 from ajax_tune.fields import field_kind, traced_values
-from ajax_tune.schedules import Schedule, ScheduleParams, learning_rate
-
-if TYPE_CHECKING:
-    from ajax_tune.agents.base import Clock
+from ajax_tune.schedules import Schedule, ScheduleParams
 
 _TYPES: dict[type, type] = {}
 
@@ -87,10 +84,6 @@ def replace_hparams(hp, config: Any):
     """`hp` with the values of `config`, keeping every array's shape and dtype (so the state
     still fits the compiled program)."""
     return jax.tree.map(lambda old, new: jnp.broadcast_to(new, jnp.shape(old)).astype(old.dtype), hp, init_hparams(config))
-
-
-def scheduled(schedule: ScheduleParams, clock: Clock) -> jax.Array:
-    return learning_rate(schedule, clock.timestep, clock.horizon)
 
 
 def _adam_with_clipping(learning_rate, max_grad_norm, eps):

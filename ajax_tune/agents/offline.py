@@ -22,7 +22,7 @@ import numpy as np
 from flax import struct
 
 from ajax_tune.agents.base import AgentBase, Clock, action_scale
-from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
+from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.offpolicy import ReplayTransition
 from ajax_tune.errors import ConfigError
@@ -110,7 +110,7 @@ class OfflineAgent(AgentBase):
         so a run of calls of any sizes equals one long call."""
         size = data.reward.shape[0]
         state = state.replace(obs_norm=self.obs_norm.update(self.obs_norm.init(), data.obs))
-        lr = scheduled(state.hp.lr, clock)
+        lr = clock.rate(state.hp.lr)
         normalize = lambda x: self.obs_norm(state.obs_norm, x)  # noqa: E731
 
         def one(state, _):

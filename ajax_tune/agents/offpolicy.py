@@ -31,7 +31,7 @@ import numpy as np
 from flax import struct
 
 from ajax_tune.agents.base import AgentBase, Clock
-from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
+from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.replay import ReplayBuffer
 from ajax_tune.errors import ConfigError
@@ -214,7 +214,7 @@ class OffPolicyAgent(AgentBase):
             timestep=clock.timestep + self.steps_per_update,
             horizon=clock.horizon,
         )
-        lr = scheduled(state.hp.lr, clock)
+        lr = clock.rate(state.hp.lr)
         learning = clock.timestep + self.steps_per_update >= self.config.learning_starts
         state, metrics, signal = jax.lax.cond(
             learning, lambda: self.learn(state, fresh, key, lr), lambda: self._store_only(state)

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import inspect
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ajax_tune.errors import ConfigError
 from ajax_tune.imports import Registry, did_you_mean, resolve_import
 from ajax_tune.spaces import DESCEND, Domain, map_spaces, parse_spaces, to_tune
-
-if TYPE_CHECKING:
-    from ajax_tune.tune.sections import TuneSection
+from ajax_tune.tune.sections import TuneSection, option_names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,13 +247,6 @@ class KeepInBounds:
 
 def missing_package(where: str, choice: TuneChoice) -> str:
     return f"{where} needs the {choice.requires!r} package; pip install 'ajax-tune[{choice.extra}]'"
-
-
-def option_names(cls) -> list[str]:
-    """The keyword arguments `cls` takes, from its signature. Every class in `CHOICES` names all
-    of its options (no **kwargs), so this is the whole list (tests/test_compat.py checks it)."""
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return [n for n, p in inspect.signature(cls).parameters.items() if p.kind in kinds]
 
 
 def named_metrics(kind: str, spec: Mapping) -> dict[str, str]:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +16,6 @@ from ajax_tune.errors import ConfigError
 from ajax_tune.fields import config_section, static
 from ajax_tune.imports import did_you_mean
 from ajax_tune.results import keys as K
-from ajax_tune.tune.choices import option_names
 
 
 @config_section("tune")
@@ -121,6 +121,13 @@ def parse_wandb(value: Any) -> dict | None:
     if value.get("mode") is not None and value["mode"] not in WANDB_MODES:
         raise ConfigError(f"wandb.mode must be one of {list(WANDB_MODES)}, got {value['mode']!r}")
     return dict(value)
+
+
+def option_names(cls) -> list[str]:
+    """The keyword arguments `cls` takes, from its signature. Every class in `tune.choices.CHOICES`
+    names all of its options (no **kwargs), so this is the whole list (tests/test_compat.py checks it)."""
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [n for n, p in inspect.signature(cls).parameters.items() if p.kind in kinds]
 
 
 def wandb_options() -> list[str]:

@@ -17,7 +17,7 @@ from flax import struct
 from ajax_tune.agents.base import AgentBase, Clock, action_scale
 from ajax_tune.agents.distributions import for_space
 from ajax_tune.agents.encoders import encoded
-from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams, scheduled
+from ajax_tune.agents.hparams import Optimizer, all_finite, init_hparams
 from ajax_tune.agents.networks import MLP
 from ajax_tune.agents.normalization import RunningNormalizer, RunningStats
 from ajax_tune.agents.ppo.config import PPOConfig, PPOHparams
@@ -250,7 +250,7 @@ class PPO(AgentBase):
 
         data = self._loss_data(obs, batch, advantage, target, mask)
         data = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data)
-        lr = scheduled(hp.lr, clock)
+        lr = clock.rate(hp.lr)
         loss = lambda params, minibatch, k: ppo_loss(params, minibatch, hp, k, self.policy.apply, self._value, self.dist)  # noqa: E731
         perms, loss_keys = self._shuffles(key, data["mask"].shape[0])
         minibatches = jax.tree.map(lambda x: x[perms].reshape(-1, x.shape[0] // cfg.num_minibatches, *x.shape[1:]), data)

@@ -18,7 +18,6 @@ import numpy as np
 
 from ajax_tune.agents.base import Carries, Clock
 from ajax_tune.agents.encoders import ConvEncoder, make_encoder
-from ajax_tune.agents.hparams import scheduled
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
@@ -196,7 +195,7 @@ class RecurrentPPO(PPO, form="recurrent"):
 
         # Per env: its whole unroll ([T, ...]) and the carry it started from.
         data = self._loss_data(obs, batch, advantage, target, mask, reset=carries.reset)
-        lr = scheduled(hp.lr, clock)
+        lr = clock.rate(hp.lr)
         per_minibatch = self.num_envs // cfg.num_minibatches
 
         def loss(params, minibatch, k):
