@@ -248,7 +248,7 @@ def test_registered_lowerings_sees_a_registration():
     mlir.register_lowering(primitive, rule, platform="cpu")
     after = compat.registered_lowerings()
     assert set(after) - set(before) == {(None, primitive), ("cpu", primitive)}
-    assert after[(None, primitive)].rule is rule
+    assert after[(None, primitive)] is rule
 
 
 def test_atexit_callback_count():

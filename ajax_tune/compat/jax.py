@@ -64,12 +64,17 @@ def registered_lowerings() -> dict[tuple[str | None, Any], Any]:
     """Every MLIR lowering rule registered in this process, by (platform, primitive); platform
     None for a rule of every platform. Registering one is process-wide, which a library in a
     user's process must not do unasked: `tests/test_guest.py` compares this before and after.
-    jax keeps them in `jax._src.interpreters.mlir`'s private dicts."""
+    jax keeps them in `jax._src.interpreters.mlir`'s private dicts, as the rule itself (jax 0.6) or
+    in an entry that holds it as `.rule` (later): the rule is returned either way."""
     common = private("jax._src.interpreters.mlir", "_lowerings", "jax")
     by_platform = private("jax._src.interpreters.mlir", "_platform_specific_lowerings", "jax")
     if not isinstance(common, dict) or not isinstance(by_platform, dict):
         raise gone("jax._src.interpreters.mlir's lowering dicts", "jax")
-    rules = {(None, primitive): entry for primitive, entry in common.items()}
+    rules = {(None, primitive): _rule(entry) for primitive, entry in common.items()}
     for platform, entries in by_platform.items():
-        rules.update({(platform, primitive): entry for primitive, entry in entries.items()})
+        rules.update({(platform, primitive): _rule(entry) for primitive, entry in entries.items()})
     return rules
+
+
+def _rule(entry: Any) -> Any:
+    return getattr(entry, "rule", entry)
