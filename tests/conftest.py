@@ -60,7 +60,13 @@ def pytest_collection_modifyitems(config, items):
     """Mark `slow` every test that starts Ray (uses the `ray_session` fixture), spawns processes,
     trains to a threshold (`learning`), compiles fully optimised (`optimised`) or compiles and
     trains whole programs for seconds (`heavy`), so that `pytest -m "not slow"` is the fast loop.
-    Plain `pytest` runs everything."""
+    Plain `pytest` runs everything but the `long` tier, the learning claims of benchmark size
+    (`pytest -m long` runs them, as does naming one by its node id)."""
+    if not config.option.markexpr and not any("::" in arg for arg in config.args):
+        long = [item for item in items if item.get_closest_marker("long") is not None]
+        if long:
+            config.hook.pytest_deselected(items=long)
+            items[:] = [item for item in items if item.get_closest_marker("long") is None]
     for item in items:
         heavy = item.get_closest_marker("heavy") is not None
         if (
@@ -83,7 +89,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def wants_full_build(item) -> bool:
-    return item.get_closest_marker("learning") is not None or item.get_closest_marker("optimised") is not None
+    return any(item.get_closest_marker(name) is not None for name in ("learning", "long", "optimised"))
 
 
 @pytest.fixture(autouse=True)

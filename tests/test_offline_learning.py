@@ -93,7 +93,7 @@ def train(runner, calls, until=None):
     return result, curve
 
 
-@pytest.mark.parametrize("name", ["td3bc", "iql"])
+@pytest.mark.parametrize("name", [pytest.param("td3bc", marks=pytest.mark.long), "iql"])
 def test_offline_agents_reach_90_percent_of_the_collecting_policy(pendulum_datasets, name):
     low, high = pendulum_datasets["random_return"], pendulum_datasets["collecting_return"]
     score = lambda r: (r - low) / (high - low)  # noqa: E731

@@ -276,6 +276,7 @@ CARTPOLE_PRUNE = {  # the in-trial PBT learning test's run (same env, agent and 
 
 
 @pytest.mark.learning
+@pytest.mark.long
 def test_halving_keeps_the_learning_rates_that_learn_and_the_survivor_solves_cartpole():
     """4 members x 4 seeds, two with learning rates far too small to learn in this budget. The first
     rung (one call of 10,240 env steps per seed) stops those two, and the last member left solves

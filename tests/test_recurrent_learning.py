@@ -28,7 +28,7 @@ from ajax_tune.cli import main
 from ajax_tune.runner import Runner
 from tests.support.helpers import fully_optimised
 
-pytestmark = pytest.mark.learning
+pytestmark = [pytest.mark.learning, pytest.mark.long]
 
 BUDGET = 1_500_000  # env steps per seed
 AGENT = {

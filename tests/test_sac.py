@@ -226,6 +226,7 @@ def train_until(loop, state, done, calls):
 
 
 @pytest.mark.learning
+@pytest.mark.long
 def test_sac_learns_pendulum_within_20k_steps():
     env = make_env("pendulum")
     agent = SAC(

@@ -36,7 +36,7 @@ import pathlib
 
 import pytest
 
-pytestmark = pytest.mark.learning
+pytestmark = [pytest.mark.learning, pytest.mark.long]
 
 SEEDS, CALLS, MARGIN = 4, 40, 0.1
 SAMPLERS = {"uniform": ("uniform", {}), "alp_gmm": ("alp_gmm", {}), "plr_replay0.9": ("plr", {"replay_prob": 0.9})}

@@ -83,6 +83,7 @@ def test_passes_gymnasiums_checker(name):
 
 
 @pytest.mark.learning
+@pytest.mark.long
 def test_ppo_learns_navix_empty_8x8():
     """PPO with the MLP learns to reach the goal of navix's empty 8x8 room from the flattened
     symbolic grid: over 4 seeds the training episodes' mean return (1 at the goal, 0 at navix's

@@ -208,6 +208,7 @@ def _leaves(state):
 
 
 @pytest.mark.learning
+@pytest.mark.long
 def test_ppo_learns_an_xland_room():
     """PPO with the MLP learns the default XLand task (stand next to the ball in a 9x9 room) from
     its egocentric view: the untrained policy's evaluation return is near 0, and after 65,536 env
