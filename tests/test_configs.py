@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from ajax_tune.cli import main
+from ajax_tune.runner import Runner
 from ajax_tune.tune.experiment import Experiment
 from tests.support.helpers import import_extra
 
@@ -147,7 +148,31 @@ def test_config_validates_as_shipped(name):
 # suite trains, saves and restores through the Runner in its own tests (tests/test_suite_*.py),
 # and the others compile for a minute or more on a CPU.
 SUITES_NOT_RUN = {"craftax_classic.yaml", "navix_empty.yaml", "jumanji_snake.yaml", *NOT_IN_DEV}
-RUN_REDUCED = sorted(set(REDUCED) - {"brax_inverted_pendulum.yaml"} - SUITES_NOT_RUN)
+# A config of one trial and no search trains here in this process, its Tuner built as the CLI
+# builds it but not fitted: a trial's process and Tune's loop cost more than its training, and
+# they are the same for every config. Configs that search, schedule or hold populations run
+# through the CLI and Tune.
+IN_PROCESS = sorted(
+    {"curriculum_corridor.yaml", "curriculum_point_reach.yaml", "dqn_cartpole.yaml", "sac_pendulum.yaml"}
+    | {"ued_maze_dr.yaml", "ued_maze_accel.yaml", "xminigrid_room.yaml"}
+)
+RUN_REDUCED = sorted(set(REDUCED) - {"brax_inverted_pendulum.yaml"} - SUITES_NOT_RUN - set(IN_PROCESS))
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_config_trains_reduced_in_process(name, tmp_path):
+    experiment = Experiment.load(CONFIGS / name, REDUCED[name])
+    assert experiment.num_configs() == 1 and not experiment.tune.population
+    assert experiment.param_space() == experiment.trial  # nothing for Tune to draw
+    experiment.tuner(storage_path=str(tmp_path))  # Tune's side builds, as `ajax-tune run` builds it
+    runner = Runner(experiment.trial, trial_id="t")
+    calls = experiment.stop["training_iteration"]
+    results = [runner.train() for _ in range(calls)]
+    per_call = results[0]["timesteps_this_iter"]
+    assert per_call > 0 and results[-1]["env_steps"] == calls * per_call
+    assert [r["perf/compilations"] for r in results] == [1] * calls
+    assert all(r["train/nonfinite"] == 0 for r in results)
 
 
 @pytest.mark.parametrize("name", RUN_REDUCED)
