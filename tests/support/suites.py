@@ -1,5 +1,5 @@
 """What every env suite's tests check (tests/test_suite_*.py): a Runner builds, trains two calls,
-saves and restores into a fresh Runner that continues as the original does, and a new task (where
+saves, and restores a call's start that it then replays exactly, and a new task (where
 the suite has tasks) changes data, not the program, and the env's behaviour, not only what
 `get_task()` reads back; the env exported to gymnasium passes its checker."""
 
