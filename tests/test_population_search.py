@@ -311,6 +311,8 @@ def test_asha_stops_a_population_trial_as_a_whole(ray_session, tmp_path):
             search_alg=searcher,
             scheduler=ASHAScheduler(max_t=3, grace_period=1, reduction_factor=2),
             max_concurrent_trials=1,
+            # the second trial starts in the first one's actor (rebuilt there for its size)
+            reuse_actors=True,
             **trial_names(),
         ),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="asha", stop={"training_iteration": 3}, verbose=0),
@@ -346,7 +348,7 @@ def test_hyperopt_fills_trials_of_two_through_ajax_tune_run(ray_session, tmp_pat
         "trial": cartpole_trial(lr={"loguniform": [1e-4, 1e-2]}),
         "stop": {"training_iteration": 1},
         "checkpoint": {"at_end": False},
-        "tune": {"search": {"name": "hyperopt", "seed": 5}, "num_samples": 4, "population": 2},
+        "tune": {"search": {"name": "hyperopt", "seed": 5}, "num_samples": 4, "population": 2, "reuse_actors": True},
     }
     path = tmp_path / "experiment.yaml"
     path.write_text(yaml.safe_dump(raw))

@@ -23,7 +23,8 @@ def test_hyperopt_suggests_the_trials_values(tmp_path):
             "name": "hyperopt",
             "trial": trial,
             "stop": {"training_iteration": 1},
-            "tune": {"search": {"name": "hyperopt", "seed": 7}, "num_samples": 3},
+            # a trial that ends hands its actor (and compiled program) to the next one
+            "tune": {"search": {"name": "hyperopt", "seed": 7}, "num_samples": 3, "reuse_actors": True},
         }
     )
     results = exp.tuner(storage_path=str(tmp_path)).fit()

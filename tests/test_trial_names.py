@@ -64,7 +64,7 @@ def test_tuner_fit_with_a_nested_config_names_trials_readably(tmp_path):
     results = tune.Tuner(
         AjaxTrainable,
         param_space=space,
-        tune_config=tune.TuneConfig(**trial_names()),
+        tune_config=tune.TuneConfig(reuse_actors=True, **trial_names()),  # the second trial in the first's actor
         run_config=tune.RunConfig(
             storage_path=str(tmp_path), name="names", stop={"training_iteration": 1}, verbose=0, callbacks=[names]
         ),

@@ -42,7 +42,14 @@ def test_search_over_plr_temperature_and_a_restore_that_continues(tmp_path):
         stop={"training_iteration": 3},
         checkpoint_every=1,
         failure_config=tune.FailureConfig(max_failures=1),
-        tune_config=tune.TuneConfig(metric="eval/heldout/success_rate_mean", mode="max", trial_dirname_creator=trial_dirname),
+        tune_config=tune.TuneConfig(
+            metric="eval/heldout/success_rate_mean",
+            mode="max",
+            # a trial may start (or restart) in an actor the other one left: reset_config starts
+            # it afresh, and the probe still sees only its own trial's checkpoint
+            reuse_actors=True,
+            trial_dirname_creator=trial_dirname,
+        ),
     )
     assert (tmp_path / "failed").exists()  # the failure happened
     by_temperature = {r.config["task_sampler"]["kwargs"]["temperature"]: r for r in results}
