@@ -1,6 +1,8 @@
 """The ajax-tune command line: run, evaluate, plot, resume, and one-line errors for bad input."""
 
+import contextlib
 import gc
+import io
 import json
 import math
 import os
@@ -134,14 +136,46 @@ def test_console_script_exit_keeps_what_an_exit_must(tmp_path, how):
     assert "torn down" in done.stderr
 
 
-def test_run_evaluate_plot(ray_session, tmp_path, capsys):
-    config = write(tmp_path, SMALL_CORRIDOR)
-    assert main(["run", config, "--storage-path", str(tmp_path / "results")]) == 0
-    out = capsys.readouterr().out
+@pytest.fixture(scope="module")
+def errored_resumed_and_rerun(ray_session, tmp_path_factory):
+    """SMALL_CORRIDOR's trial killed once at iteration 2 (`run` exits 1), resumed to its end, then
+    the same config run again into the same storage (as a new run, in its own directory, with its
+    plots): the outputs of each command, for the tests below. One experiment directory serves the
+    resume, the rerun's note and the run, evaluate and plot commands (each run is a Tune trial
+    process or more)."""
+    tmp_path = tmp_path_factory.mktemp("cli_runs")
+    marker = tmp_path / "failed"
+    config = yaml.safe_load(SMALL_CORRIDOR)
+    config["trial"]["callbacks"] = [
+        {"class": "tests.support.curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 2}}
+    ]
+    path = write(tmp_path, yaml.safe_dump(config))
+    experiment = tmp_path / "r" / "small"
+    runs = {"tmp_path": tmp_path, "marker": marker, "experiment": experiment}
+
+    def command(name, argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(argv)
+        runs[name] = (code, out.getvalue(), err.getvalue())
+
+    command("errored", ["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"])
+    command("resumed", ["resume", str(experiment), "--resume-errored", "--no-plots"])
+    runs["before_rerun"] = sorted(p.name for p in experiment.iterdir())
+    # the rerun keeps a checkpoint at its end only: nothing below reads the ones in between
+    rerun = ["--set", "stop.training_iteration=2", "--set", "checkpoint.frequency=0"]
+    command("rerun", ["run", path, "--storage-path", str(tmp_path / "r"), *rerun])
+    return runs
+
+
+def test_run_evaluate_plot(errored_resumed_and_rerun, tmp_path, capsys):
+    results = errored_resumed_and_rerun["tmp_path"] / "r" / "small-2"
+    code, out, _ = errored_resumed_and_rerun["rerun"]
+    assert code == 0
     assert "Best trial:" in out and "eval/return_mean" in out and "Plots:" in out
     checkpoint = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("checkpoint"))
     assert (pathlib.Path(checkpoint) / "ajax_tune.json").exists()
-    assert sorted(p.name for p in (tmp_path / "results" / "small" / "plots").glob("*.png"))
+    assert sorted(p.name for p in (results / "plots").glob("*.png"))
 
     assert main(["evaluate", checkpoint, "--episodes", "3", "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)
@@ -162,7 +196,7 @@ def test_run_evaluate_plot(ray_session, tmp_path, capsys):
     assert main(["evaluate", checkpoint, "--gymnasium", "CartPole-v1"]) == 2
     assert "--gymnasium runs policies of ['cartpole', 'pendulum']" in capsys.readouterr().err
 
-    assert main(["plot", str(tmp_path / "results" / "small"), "--out", str(tmp_path / "figs")]) == 0
+    assert main(["plot", str(results), "--out", str(tmp_path / "figs")]) == 0
     printed = capsys.readouterr().out.split()
     assert printed and all(pathlib.Path(p).exists() and p.endswith(".png") for p in printed)
 
@@ -170,7 +204,7 @@ def test_run_evaluate_plot(ray_session, tmp_path, capsys):
 def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys, monkeypatch):
     config = yaml.safe_load((CONFIGS / "quickstart.yaml").read_text())
     config["trial"]["agent"]["lr"] = {"kind": "linear", "peak": 2.5e-3}
-    config["stop"] = {"training_iteration": 3}
+    config["stop"] = {"training_iteration": 2}  # untrained below trained needs two calls, not more
     path = write(tmp_path, yaml.safe_dump(config))
     # the driver's cyclic collector is off while it sets up (validation) and on again for the fit
     from ray import tune
@@ -199,9 +233,9 @@ def test_evaluate_in_real_gymnasium(ray_session, tmp_path, capsys, monkeypatch):
         assert [mean[0], lo[0], hi[0]] == start  # the curve starts at the start evaluation, with its seed spread
         assert mean[0] < mean[-1]  # the untrained policy scores below the trained
     checkpoint = next(line.split()[-1] for line in out.splitlines() if line.strip().startswith("checkpoint"))
-    assert main(["evaluate", checkpoint, "--episodes", "5", "--gymnasium", "CartPole-v1", "--json"]) == 0
+    assert main(["evaluate", checkpoint, "--episodes", "2", "--gymnasium", "CartPole-v1", "--json"]) == 0
     gym_stats = json.loads(capsys.readouterr().out)
-    assert gym_stats["env"] == "CartPole-v1" and gym_stats["episodes"] == 5
+    assert gym_stats["env"] == "CartPole-v1" and gym_stats["episodes"] == 2
     # what the policy scores there is asserted in the build users run by the next test (this
     # trial ran in a Ray worker, which compiles the suite's cheap build)
 
@@ -243,29 +277,23 @@ def test_a_policy_at_500_on_the_jax_twin_scores_500_in_gymnasiums_cartpole(tmp_p
     assert gym_stats["return_min"] == 500.0  # every gymnasium episode at the maximum
 
 
-def test_errored_trial_resumes(ray_session, tmp_path, capsys):
-    marker = tmp_path / "failed"
-    config = yaml.safe_load(SMALL_CORRIDOR)
-    config["trial"]["callbacks"] = [
-        {"class": "tests.support.curricula:FailOnce", "kwargs": {"marker": str(marker), "at_iteration": 2}}
-    ]
-    path = write(tmp_path, yaml.safe_dump(config))
-    assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 1
-    err = capsys.readouterr().err
-    assert marker.exists() and "1 trial(s) errored" in err and "ajax-tune resume" in err
-    experiment = tmp_path / "r" / "small"
-    assert main(["resume", str(experiment), "--resume-errored", "--no-plots"]) == 0
-    out = capsys.readouterr().out
+def test_errored_trial_resumes(errored_resumed_and_rerun):
+    runs = errored_resumed_and_rerun
+    code, _, err = runs["errored"]
+    assert code == 1
+    assert runs["marker"].exists() and "1 trial(s) errored" in err and "ajax-tune resume" in err
+    experiment = runs["experiment"]
+    code, out, _ = runs["resumed"]
+    assert code == 0
     assert "training_iteration       3" in out
 
     # Running the same experiment again gives the new run its own directory: the first one's
     # trials, tuner.pkl and plots stay as they were, and the note says where each run is.
-    before = sorted(p.name for p in experiment.iterdir())
-    assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots", "--set", "stop.training_iteration=1"]) == 0
-    err = capsys.readouterr().err
+    code, _, err = runs["rerun"]
+    assert code == 0
     assert f"{experiment} holds an earlier run" in err and f"this run writes to {experiment}-2" in err
-    assert sorted(p.name for p in experiment.iterdir()) == before
-    assert len(load_trials(tmp_path / "r" / "small-2")) == 1 and (tmp_path / "r" / "small-2" / "tuner.pkl").exists()
+    assert sorted(p.name for p in experiment.iterdir()) == runs["before_rerun"]
+    assert len(load_trials(experiment.parent / "small-2")) == 1 and (experiment.parent / "small-2" / "tuner.pkl").exists()
 
 
 @pytest.mark.parametrize(
@@ -286,6 +314,9 @@ def test_optuna_and_pb2(ray_session, tmp_path, capsys, tune_section):
         # (47 s in all, against 26 s side by side, on a busy 2-core machine). With reuse_actors
         # that ping-pong ran for over 500 s, so it stays off here.
         config["trial"]["resources"] = {"cpu": 0.5}
+        # Two calls: PB2 perturbs after the first; every later perturbation restarts a trial's
+        # process again, and the bounds asserted below need no more of them.
+        config["stop"] = {"training_iteration": 2}
     config["tune"] = {"metric": "eval/return_mean", "mode": "max", "num_samples": 2, **tune_section}
     path = write(tmp_path, yaml.safe_dump(config))
     assert main(["run", path, "--storage-path", str(tmp_path / "r"), "--no-plots"]) == 0
