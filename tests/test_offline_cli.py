@@ -27,11 +27,12 @@ SAC_PENDULUM = {
 }
 
 
-@pytest.fixture
-def sac_checkpoint(tmp_path):
+@pytest.fixture(scope="module")
+def sac_checkpoint(tmp_path_factory):
+    """One SAC checkpoint that both tests collect from (collecting only reads it)."""
     runner = Runner(SAC_PENDULUM)
     runner.train()
-    return runner.save(tmp_path / "sac")
+    return runner.save(tmp_path_factory.mktemp("sac") / "sac")
 
 
 @pytest.mark.heavy
@@ -75,8 +76,9 @@ def test_collect_then_run_then_evaluate(ray_session, sac_checkpoint, tmp_path, c
                 "eval_episodes": 1,
             },
         },
+        # the checkpoint at the end (after two calls) is the one evaluate reads
         "stop": {"training_iteration": 2},
-        "checkpoint": {"frequency": 1, "at_end": True},
+        "checkpoint": {"at_end": True},
     }
     path = tmp_path / "offline.yaml"
     path.write_text(yaml.safe_dump(experiment))
