@@ -286,13 +286,14 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
             "epsilon_decay_fraction": 0.25,
         },
         # A seed each: two trials drawing the same settings with one seed fill identical buffers,
-        # and a clone between them cannot be told from a trial restoring its own.
+        # and a clone between them cannot be told from a trial restoring its own. Two trials are
+        # enough: synchronous PBT at quantile 0.5 ranks them into a lower and an upper half of one.
         "train": {
             "total_timesteps": horizon,
             "timesteps_per_iteration": budget,
             "num_seeds": 1,
             "eval_episodes": 2,
-            "seed": tune.grid_search([0, 1, 2, 3]),
+            "seed": tune.grid_search([0, 1]),
         },
         "callbacks": ["tests.support.replay_probe:ReplayProbe"],
     }
@@ -307,7 +308,7 @@ def test_pbt_mutates_epsilon_and_lr_without_recompiling(ray_session, tmp_path):
         space, tmp_path, "dqn_pbt", mutations, metric="eval/return_mean", interval=2, resample_probability=0.5, num_samples=1
     )
     assert exploits and all(exploits), "PBT never exploited"
-    assert len(per_trial) == 4
+    assert len(per_trial) == 2
 
     after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in per_trial.items() for r in trial_rows}
     mutated = inherited = 0

@@ -337,7 +337,8 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
 
     space = point_reach_trial(
         agent={"lr": {"kind": "warmup_cosine", "peak": tune.choice([1e-4, 3e-3]), "warmup_fraction": 0.1}},
-        train={"seed": tune.grid_search([0, 1, 2, 3]), "total_timesteps": 8 * BUDGET},
+        # two trials: synchronous PBT at quantile 0.5 ranks them into a lower and an upper half of one
+        train={"seed": tune.grid_search([0, 1]), "total_timesteps": 8 * BUDGET},
         callbacks=["tests.support.replay_probe:ReplayProbe"],
     )
     mutations = {
@@ -347,7 +348,7 @@ def test_pbt_over_sac_schedules_carries_the_donor_buffer(ray_session, tmp_path):
         space, tmp_path, "sac_pbt", mutations, metric="eval/return_mean", interval=2, resample_probability=0.5
     )
     assert exploits and all(exploits), "PBT never exploited"
-    assert len(per_trial) == 4
+    assert len(per_trial) == 2
 
     after = {(trial, r["env_steps"]): r["probe/buffer"] for trial, trial_rows in per_trial.items() for r in trial_rows}
     inherited = 0
