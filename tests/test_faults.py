@@ -136,7 +136,7 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
     config = experiment_yaml(
         tmp_path,
         "killed",
-        stop={"training_iteration": 5},
+        stop={"training_iteration": 3},  # each trial trains on after the resume: from 1 or 2 to 3
         trial={
             "agent": {**corridor_config()["agent"], "lr": {"grid": [1e-3, 3e-3]}},
             "callbacks": [{"class": "tests.support.fault_callbacks:HoldAfter", "kwargs": {"marker": str(hold), "iteration": 2}}],
@@ -175,7 +175,7 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
             )
 
         # (the whole test takes about 90 s on 2 busy cores); the rest of it (the kill, a resume of
-        # 3 iterations) must fit in pytest's 600 s too
+        # 1 or 2 iterations) must fit in pytest's 600 s too
         wait_for(two_checkpoints_each, 300, "two checkpoints in each trial")
 
         # A second run on the same experiment while the first is live is refused, before Ray.
@@ -220,7 +220,7 @@ def test_killed_driver_leaves_nothing_and_resume_continues_from_the_newest_check
         # the first iteration after the resume continues from the newest complete checkpoint
         assert resumed["training_iteration"] == expected[trial.name] + 1
         assert resumed["env_steps"] == (expected[trial.name] + 1) * BUDGET
-        assert frame["training_iteration"].max() == 5
+        assert frame["training_iteration"].max() == 3
     assert not (experiment / ".ajax-tune.lock").exists()
 
 

@@ -438,7 +438,10 @@ def test_a_yaml_trial_draws_its_population_inside_the_trial_not_through_tune():
 
 
 def test_a_population_trial_through_tune(ray_session, tmp_path):
-    """One Tune trial per config, each training its members as lanes; its checkpoint rebuilds them."""
+    """One Tune trial per config, each training its members as lanes; its checkpoint rebuilds them.
+    The second trial continues in the first one's actor (`reuse_actors`: clip_eps is traced, so it
+    reconfigures without a rebuild), which spares a trial process and its start; one checkpoint a
+    trial, at its end, is the one the test reads."""
     from ray import tune
 
     from ajax_tune import AjaxTrainable
@@ -449,13 +452,15 @@ def test_a_population_trial_through_tune(ray_session, tmp_path):
     tuner = tune.Tuner(
         AjaxTrainable,
         param_space=space,
-        tune_config=tune.TuneConfig(metric="eval/return_mean", mode="max", trial_dirname_creator=trial_dirname),
+        tune_config=tune.TuneConfig(
+            metric="eval/return_mean", mode="max", trial_dirname_creator=trial_dirname, reuse_actors=True
+        ),
         run_config=tune.RunConfig(
             storage_path=str(tmp_path),
             name="population",
             stop={"training_iteration": 2},
             verbose=0,
-            checkpoint_config=tune.CheckpointConfig(checkpoint_frequency=1, checkpoint_at_end=True),
+            checkpoint_config=tune.CheckpointConfig(checkpoint_at_end=True),
         ),
     )
     results = tuner.fit()

@@ -245,14 +245,16 @@ def test_a_pruned_population_trial_through_tune_reports_its_rungs_and_checkpoint
     from ajax_tune.tune.trainable import AjaxTrainable
     from tests.test_tune import CollectResults, fit
 
+    # The in-process tests' population (2 seeds a member): the trial's programs of 8, 4 and 2 lanes
+    # are those they built, read from the compilation cache. One checkpoint, at the end, is the one read.
     collect = CollectResults()
     results = fit(
         AjaxTrainable,
-        prune_config(train={"num_seeds": 1}),
+        prune_config(),
         tmp_path,
         "prune",
         stop={"training_iteration": 4},
-        checkpoint_every=1,
+        checkpoint_every=4,
         callbacks=[collect],
         tune_config=tune.TuneConfig(metric=SELECT, mode="max"),
     )
