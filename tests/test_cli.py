@@ -480,6 +480,7 @@ def box_keys(result: dict) -> list[str]:
     return [row[0] for row in table]
 
 
+@pytest.mark.heavy
 def test_result_box_keeps_what_a_person_reads_and_verbose_keeps_all():
     from ajax_tune import Runner
     from ajax_tune.cli.run import result_box

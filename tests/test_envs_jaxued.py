@@ -205,6 +205,7 @@ def test_the_generator_is_jaxueds_and_pure():
         np.testing.assert_array_equal(levels[name][5], np.asarray(getattr(theirs, name)))
 
 
+@pytest.mark.heavy
 def test_the_mutator_edits_at_most_num_edits_and_a_traced_count_compiles_once(monkeypatch):
     env = make_env("jaxued/maze", **SMALL)
     parent = task_to_jax(parse_maze(CORRIDOR))

@@ -17,6 +17,7 @@ def test_env_by_import_path():
     assert env.name == "corridor" and env.max_episode_steps == 12 and env.default_task()["length"] == 3
 
 
+@pytest.mark.heavy
 def test_runner_trains_an_env_and_agent_named_by_import_path():
     config = corridor_config(env=ENV, agent={"name": "tests.support.custom_parts:MyPPO"})
     runner = Runner(config)

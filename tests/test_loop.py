@@ -214,6 +214,7 @@ def test_seeds_are_independent():
     assert not np.array_equal(first[0], first[1])
 
 
+@pytest.mark.heavy
 def test_init_compiles_with_few_passes_and_training_with_the_builds_own(monkeypatch):
     """`init` runs once per state, so its program is built with ONCE_COMPILER_OPTIONS (few XLA
     passes, no fusion emitters) in every build, and the training program with the build's own

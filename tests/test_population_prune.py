@@ -112,6 +112,7 @@ def test_survivors_go_on_as_the_unpruned_twin_trains_them_and_each_size_compiles
     assert fourth["env_steps"] == 4 * fourth["timesteps_this_iter"]
 
 
+@pytest.mark.heavy
 def test_a_recurrent_survivor_keeps_its_carries():
     config = prune_config()
     config["agent"] = {**config["agent"], "recurrent": {"cell": "lstm", "size": 16}}
@@ -123,6 +124,7 @@ def test_a_recurrent_survivor_keeps_its_carries():
     assert runner.train()["perf/compilations"] == 2
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("agent", ["dqn", "sac"])
 def test_an_off_policy_survivor_keeps_its_own_replay_buffer_and_trains_on(agent):
     """Replay buffers, target networks and two optimisers are lanes of the state like the rest:

@@ -76,6 +76,7 @@ def test_bad_recurrent_settings_are_refused_in_one_line(agent, expected):
     assert expected in str(info.value) and "\n" not in str(info.value)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_the_replay_computes_flaxs_cell(cell):
     """The update's replay (encoder and input-side products over the whole unroll at once, the

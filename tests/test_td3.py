@@ -52,6 +52,7 @@ def test_split_run_with_restore_is_bit_identical(tmp_path):
     assert not np.array_equal(jax.tree.leaves(agent.params)[0], jax.tree.leaves(agent.target_params)[0])
 
 
+@pytest.mark.heavy
 def test_the_actor_and_the_targets_move_on_every_policy_delay_th_step():
     env = make_env("pendulum")
     agent = TD3(
