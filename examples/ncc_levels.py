@@ -1,6 +1,6 @@
 """NCC, a level algorithm written outside ajax_tune as any user would write one, and named by import
 path: `ued: {algorithm: ncc_levels:NCC, ...}` with this file beside the script that trains (the
-tests name it `examples.ncc_levels:NCC`). docs/write-a-level-algorithm.md walks through it.
+tests load it under that name too). docs/write-a-level-algorithm.md walks through it.
 
 NCC (Monette, Letcher, Beukman, Jackson, Rutherford, Goldie and Foerster, "An Optimisation
 Framework for Unsupervised Environment Design", RLC 2025, arXiv 2505.20659) casts level selection

@@ -5,8 +5,10 @@ one line before compiling. And it does what NCC says: the adversary's step is th
 projected gradient ascent on the entropy-regularised expected score, its fixed point the softmax
 of the scores over the entropy coefficient, and the buffer takes candidates that score higher."""
 
+import importlib.util
 import math
 import re
+import sys
 
 import jax
 import jax.numpy as jnp
@@ -17,9 +19,6 @@ from ajax_tune import Runner
 from ajax_tune.agents.hparams import init_hparams
 from ajax_tune.expected_keys import result_keys
 from ajax_tune.ued import Context, LevelTools
-from examples.ncc_levels import NCC, entropy
-from examples.ncc_levels import ascent as eager_ascent
-from examples.ncc_levels import project as eager_project
 from tests.support.helpers import (
     assert_refused_before_compiling,
     assert_restores_bit_for_bit,
@@ -27,9 +26,22 @@ from tests.support.helpers import (
     corridor_config,
     host,
 )
-from tests.test_examples import run_example
+from tests.test_examples import EXAMPLES, run_example
 
-ALGORITHM = "examples.ncc_levels:NCC"
+
+def _user_module(name: str):
+    """A user's module, as `ued.algorithm: ncc_levels:NCC` finds it: loaded from `examples/` under
+    its own name, not as `examples.ncc_levels` (some releases of other libraries install a
+    top-level package `examples`, which would shadow the directory)."""
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+ncc_levels = sys.modules.get("ncc_levels") or _user_module("ncc_levels")
+NCC, entropy, eager_ascent, eager_project = ncc_levels.NCC, ncc_levels.entropy, ncc_levels.ascent, ncc_levels.project
+ALGORITHM = "ncc_levels:NCC"
 project = jax.jit(eager_project)  # one compilation per shape, not an op-by-op dispatch
 ascent = jax.jit(eager_ascent, static_argnames="adaptive")
 TINY = {"num_envs": 4, "unroll_length": 16, "num_minibatches": 2, "update_epochs": 1, "hidden_sizes": [16]}
@@ -243,10 +255,10 @@ def test_a_pbt_exploit_inside_a_trial_moves_the_adversary_to_the_recipient():
         ({"candidates": -1}, "ued.candidates must be >= 0, got -1"),
         (
             {"step_sise": 0.1},
-            "ued.step_sise is not a setting of ued.algorithm 'examples.ncc_levels:NCC'; did you mean ued.'step_size'?",
+            "ued.step_sise is not a setting of ued.algorithm 'ncc_levels:NCC'; did you mean ued.'step_size'?",
         ),
-        ({"algorithm": "examples.ncc_levels:NCCSettings"}, "must name a level algorithm"),
-        ({"algorithm": "examples.ncc_levels:NCX"}, "'examples.ncc_levels' has no attribute 'NCX'; did you mean 'NCC'?"),
+        ({"algorithm": "ncc_levels:NCCSettings"}, "must name a level algorithm"),
+        ({"algorithm": "ncc_levels:NCX"}, "'ncc_levels' has no attribute 'NCX'; did you mean 'NCC'?"),
     ],
 )
 def test_bad_settings_are_one_line_before_compiling(ued, message):
@@ -256,7 +268,7 @@ def test_bad_settings_are_one_line_before_compiling(ued, message):
 def test_it_needs_an_env_that_reports_success():
     config = ncc_config(generator="tests.support.ued_levels:corridor_level")
     config["env"] = {"name": "cartpole"}
-    assert_refused_before_compiling(config, re.escape("ued.algorithm 'examples.ncc_levels:NCC' ranks levels by their success"))
+    assert_refused_before_compiling(config, re.escape("ued.algorithm 'ncc_levels:NCC' ranks levels by their success"))
 
 
 # -- the example under Tune ---------------------------------------------------------------------------
