@@ -67,10 +67,10 @@ def smoke(config: dict, tmp_path, new_task=None) -> Runner:
     third = runner.train()
     after = host(runner.state)
     runner.restore(tmp_path / "ck")
-    assert_trees_equal(host(runner.state), saved)
+    assert_trees_equal(runner.state, saved)
     again = runner.train()
     assert third["env_steps"] == again["env_steps"] == 3 * first["env_steps"]
-    assert_trees_equal(host(runner.state), after)
+    assert_trees_equal(runner.state, after)
     assert again["perf/compilations"] == 1
     return runner
 
