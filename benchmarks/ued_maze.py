@@ -60,6 +60,9 @@ from ued_maze_settings import (
 )
 
 JAXUED_COMMIT = "0f8f1284677375b889e4f13a32c9617cd009f8c4"
+#: Sides that change one thing on ours, to find what a difference comes from: `ajax_tune_terminal`
+#: ends an episode at the maze's time limit as maze_plr.py does (ours truncates and bootstraps).
+VARIANTS = {"ajax_tune_terminal": "maze_time_limit:TerminalMaze"}
 ROOT = harness.HERE.parent
 FIGURE = ROOT / "docs" / "images" / "ued_maze_parity.png"
 
@@ -100,7 +103,10 @@ def run_unit(key: str, args, updates: int, eval_every: int, tap: bool = True, le
             out = run(args.peer_python, "jaxued_maze_plr.py", settings, args.timeout)
             record = summary.peer_unit(out, read_levels(workdir) if levels else None, replay_from())
         else:
-            settings.update(config=trial(algorithm, int(seed), updates, eval_every), calls=updates // eval_every)
+            config = trial(algorithm, int(seed), updates, eval_every)
+            if side in VARIANTS:
+                config["env"]["name"] = VARIANTS[side]
+            settings.update(config=config, calls=updates // eval_every)
             out = run(sys.executable, "ajax_tune_ued_maze.py", settings, args.timeout)
             record = summary.ours_unit(out, read_levels(workdir) if levels else None, replay_from())
     finally:
@@ -110,13 +116,14 @@ def run_unit(key: str, args, updates: int, eval_every: int, tap: bool = True, le
 
 
 def unit_order(seeds: int, algorithms) -> list[str]:
-    """Every unit, the sides alternated from one pair to the next (A B, B A, ...)."""
+    """Every unit, the sides alternated from one pair to the next (A B, B A, ...); then the
+    variants' units, which run only when `--only` names them."""
     keys = []
     for seed in range(seeds):
         for j, algorithm in enumerate(algorithms):
             sides = ("jaxued", "ajax_tune") if (seed + j) % 2 == 0 else ("ajax_tune", "jaxued")
             keys += [f"{side}/{algorithm}/{seed}" for side in sides]
-    return keys
+    return keys + [f"{v}/{a}/{seed}" for v in VARIANTS for a in algorithms for seed in range(seeds)]
 
 
 # -- parts ------------------------------------------------------------------------------------
@@ -142,6 +149,8 @@ def run_study(args, path: pathlib.Path, record: dict, raw: dict) -> None:
     units = record.setdefault("per_seed", {})
     for key in unit_order(seeds, algorithms):
         if key in units or (args.only is not None and key not in args.only):
+            continue
+        if args.only is None and key.split("/")[0] in VARIANTS:
             continue
         print(f"[ued_maze] {key}", flush=True)
         units[key], raw.setdefault("per_seed", {})[key] = run_unit(key, args, updates, eval_every)
@@ -217,6 +226,18 @@ def report(record: dict, figure: pathlib.Path) -> None:
             ends = [(summary.side_curve(row, metric, side) or [None])[-1] for side in ("ajax_tune", "jaxued")]
             cells = [f"{e['median']:.3g} ({e['min']:.3g}-{e['max']:.3g})" if e else "-" for e in ends]
             print(f"| {algorithm} | {metric} | {cells[0]} | {cells[1]} | {v.get('ranges_overlap', '-')} | {v['verdict']} |")
+    for algorithm, row in ran.items():
+        for variant, v in row.get("variants", {}).items():
+            head = "| curve | at end | against JaxUED | against ajax_tune |\n|---|---|---|---|"
+            print(f"\n{variant}, {algorithm}, {v['seeds']} seeds\n{head}")
+            for metric in v["against_jaxued"]:
+                e = v["at_end"][metric]
+                cells = [
+                    f"{w['verdict']} ({w.get('ranges_overlap', '-')})"
+                    for w in (v["against_jaxued"][metric], v["against_ajax_tune"][metric])
+                ]
+                end = f"{e['median']:.3g} ({e['min']:.3g}-{e['max']:.3g})" if e else "-"
+                print(f"| {metric} | {end} | " + " | ".join(cells) + " |")
     print(
         "\n| algorithm | side | process s | compile s | s/update before replay | s/update replaying |\n|---|---|---|---|---|---|"
     )

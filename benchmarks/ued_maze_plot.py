@@ -1,5 +1,6 @@
 """The maze parity study's one figure: robust PLR and ACCEL (rows) by the four curves (columns),
-ajax_tune beside JaxUED's maze_plr.py, each side's median over seeds with its range shaded."""
+ajax_tune beside JaxUED's maze_plr.py, each side's median over seeds with its range shaded; a
+variant of ours (`ued_maze.VARIANTS`), where it ran, as a dashed median."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ TITLES = {
     "solve_rate": "held-out solve rate (10 sampled)",
 }
 STYLE = {"jaxued": ("JaxUED maze_plr.py", "tab:orange"), "ajax_tune": ("ajax_tune", "tab:blue")}
+VARIANT_STYLE = {"ajax_tune_terminal": ("ajax_tune, time limit ends the episode", "tab:green")}
 NAMES = {"robust_plr": "robust PLR", "accel": "ACCEL"}
 
 
@@ -37,6 +39,12 @@ def draw(summary: dict, path, steps_per_update: int, replay_from: int, caption: 
                 seeds = summary[algorithm]["seeds"][side]
                 ax.plot(x, [p["median"] for p in points], color=color, label=f"{label} ({seeds} seed{'s' if seeds > 1 else ''})")
                 ax.fill_between(x, [p["min"] for p in points], [p["max"] for p in points], color=color, alpha=0.2, lw=0)
+            for variant, (label, color) in VARIANT_STYLE.items():
+                points = side_curve(summary[algorithm], metric, variant)
+                if points:
+                    x = [p["update"] * steps_per_update / 1e6 for p in points]
+                    seeds = summary[algorithm]["variants"][variant]["seeds"]
+                    ax.plot(x, [p["median"] for p in points], color=color, ls="--", label=f"{label} ({seeds} seeds, median)")
             ax.axvline(replay_from * steps_per_update / 1e6, color="grey", ls=":", lw=1)
             verdict = summary[algorithm]["verdicts"][metric].get("verdict", "")
             ax.set_title(f"{NAMES[algorithm]}: {TITLES[metric]}\n{verdict}", fontsize=9)

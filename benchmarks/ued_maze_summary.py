@@ -59,7 +59,14 @@ def rows(cols: dict[str, list]) -> list[dict]:
 def side_curve(row: dict, metric: str, side: str) -> list[dict]:
     """One side's stored curve (`summarise`) as points with their update; evaluations without a
     value left out."""
-    points = rows({"update": row["updates"][: len(row["over_seeds"][metric][side]["median"])], **row["over_seeds"][metric][side]})
+    stored = (
+        row["over_seeds"][metric][side]
+        if side in SIDES
+        else row.get("variants", {}).get(side, {}).get("over_seeds", {}).get(metric)
+    )
+    if not stored:
+        return []
+    points = rows({"update": row["updates"][: len(stored["median"])], **stored})
     return [p for p in points if p["median"] is not None]
 
 
@@ -263,8 +270,27 @@ def summarise(units: dict, algorithms, replay_from: int) -> dict:
             side: max((d for u in sides[side] if (d := u["logged_score_mean_max_abs_difference"]) is not None), default=None)
             for side in SIDES
         }
+        variants = [v for v in sorted({k.split("/")[0] for k in units} - set(SIDES))]
+        for variant in variants:
+            own = [units[k] for k in sorted(units) if k.startswith(f"{variant}/{algorithm}/")]
+            if own:
+                row.setdefault("variants", {})[variant] = variant_row(own, curves, replay_from)
         out[algorithm] = row
     return out
+
+
+def variant_row(units: list[dict], curves: dict, replay_from: int) -> dict:
+    """A variant of ours (one thing changed) against both sides: its curves, and a verdict per
+    curve against JaxUED's and against ours."""
+    own = {metric: curve(units, metric) for metric in CURVES}
+    return {
+        "seeds": len(units),
+        "against_jaxued": {m: verdict(own[m], curves[m]["jaxued"], replay_from) for m in CURVES},
+        "against_ajax_tune": {m: verdict(own[m], curves[m]["ajax_tune"], replay_from) for m in CURVES},
+        "over_seeds": {m: {k: c[k] for k in ("median", "min", "max")} for m, c in own.items()},
+        "at_end": {m: last(units, m) for m in (*CURVES, *EXTRAS)},
+        "timing": {k: spread(u["timing"][k] for u in units) for k in ("process_s", "compile_s", "s_per_update_replaying")},
+    }
 
 
 # -- --part update -----------------------------------------------------------------------------

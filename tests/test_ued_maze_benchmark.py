@@ -217,8 +217,49 @@ def test_summary_times_each_side_without_its_saves_and_compiling_chunks(bench):
 
 def test_units_alternate_sides_and_cover_every_seed(bench):
     order = bench.study.unit_order(3, ["robust_plr", "accel"])
-    assert len(order) == len(set(order)) == 12
+    assert len(order) == len(set(order)) == 18
     assert order[:4] == ["jaxued/robust_plr/0", "ajax_tune/robust_plr/0", "ajax_tune/accel/0", "jaxued/accel/0"]
+    assert {k.split("/")[0] for k in order[:12]} == {"jaxued", "ajax_tune"}  # the variants come last
+    assert order[12:] == [f"ajax_tune_terminal/{a}/{seed}" for a in ("robust_plr", "accel") for seed in range(3)]
+
+
+def test_a_variant_is_compared_with_both_sides_and_leaves_their_verdicts_alone(bench):
+    s = bench.summary
+    peer = {f"jaxued/robust_plr/{k}": made_up_unit(s, "jaxued", [k, k + 1, k + 2, k + 3, k + 4]) for k in range(3)}
+    ours = {f"ajax_tune/robust_plr/{k}": made_up_unit(s, "ajax_tune", [k + 9 + i for i in range(5)]) for k in range(3)}
+    variant = {
+        f"ajax_tune_terminal/robust_plr/{k}": made_up_unit(s, "ajax_tune", [k + 0.5 + i for i in range(5)]) for k in range(3)
+    }
+    alone = s.summarise({**peer, **ours}, ["robust_plr"], replay_from=20)["robust_plr"]
+    row = s.summarise({**peer, **ours, **variant}, ["robust_plr"], replay_from=20)["robust_plr"]
+    assert row["verdicts"] == alone["verdicts"] and row["seeds"] == {"jaxued": 3, "ajax_tune": 3}
+    v = row["variants"]["ajax_tune_terminal"]
+    assert v["seeds"] == 3
+    assert v["against_jaxued"]["train_return"]["verdict"] == "within seed noise"
+    assert v["against_ajax_tune"]["train_return"]["verdict"] == "differs"
+    assert s.side_curve(row, "train_return", "ajax_tune_terminal")[0] == {"update": 10, "median": 1.5, "min": 0.5, "max": 2.5}
+
+
+def test_the_terminal_variant_ends_an_episode_at_the_time_limit_where_ours_truncates(bench):
+    import jax
+    import jax.numpy as jnp
+
+    from ajax_tune.envs.registry import make_env
+    from ajax_tune.envs.wrappers import EpisodeWrapper
+
+    sys.path.insert(0, str(BENCHMARKS / "peers"))
+    try:
+        ends = {}
+        for name in ("jaxued/maze", bench.study.VARIANTS["ajax_tune_terminal"]):
+            env = EpisodeWrapper(make_env(name, height=5, width=5, n_walls=0, max_episode_steps=3))
+            state = env.reset(jax.random.PRNGKey(0), {k: jnp.asarray(f.default) for k, f in env.task_spec.items()})
+            for t in range(3):  # turning on the spot never reaches the goal
+                state = env.step(state, jnp.asarray(0), jax.random.PRNGKey(t))
+                ends.setdefault(name, []).append((bool(state.terminated), bool(state.truncated)))
+    finally:
+        sys.path.remove(str(BENCHMARKS / "peers"))
+    assert ends["jaxued/maze"] == [(False, False), (False, False), (False, True)]
+    assert ends["maze_time_limit:TerminalMaze"] == [(False, False), (False, False), (True, False)]
 
 
 def test_a_checkpoint_read_as_the_wrong_evaluation_is_refused(bench):
