@@ -51,10 +51,11 @@ def draw(summary: dict, path, steps_per_update: int, replay_from: int, caption: 
             ax.grid(alpha=0.3)
             if row == len(algorithms) - 1:
                 ax.set_xlabel("env steps (millions)")
-    axes[0][0].legend(fontsize=8, loc="best")
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=len(labels), frameon=False)
     if caption:
         fig.suptitle(caption, fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

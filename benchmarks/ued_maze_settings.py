@@ -154,4 +154,6 @@ DIFFERENCES = [
     "scoring-only rollouts (fresh levels; ACCEL's edited ones): maze_plr.py computes the PPO update and discards "
     "it, ajax_tune's single lane skips it",
     "maze_plr.py compiles its train-and-eval step twice (a weak-typed level width after the first call)",
+    "time limit: maze_plr.py's done includes it (GAE stops there); ajax_tune truncates and bootstraps from V(s'), "
+    "which lowers MaxMC scores (the ajax_tune_terminal side ends episodes at the limit instead)",
 ]
