@@ -28,6 +28,11 @@ interpreter maze_plr.py runs in (default: this one, whose environment has jaxued
 JAX; it needs distrax, wandb and orbax-checkpoint too). Both sides' versions are printed and
 recorded. Every unit (side, algorithm, seed) is a fresh process, written to the JSON as it ends;
 a rerun skips the units the JSON holds (`--fresh` starts over, `--only` runs some).
+
+A variant side changes one thing on ours to find what a difference comes from, and runs only when
+`--only` names its units: `ajax_tune_terminal/<algorithm>/<seed>` ends an episode at the maze's
+time limit, as maze_plr.py does, where ours truncates and bootstraps (`peers/maze_time_limit.py`).
+The summary compares it with both sides.
 """
 
 from __future__ import annotations

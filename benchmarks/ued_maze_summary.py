@@ -270,8 +270,7 @@ def summarise(units: dict, algorithms, replay_from: int) -> dict:
             side: max((d for u in sides[side] if (d := u["logged_score_mean_max_abs_difference"]) is not None), default=None)
             for side in SIDES
         }
-        variants = [v for v in sorted({k.split("/")[0] for k in units} - set(SIDES))]
-        for variant in variants:
+        for variant in sorted({k.split("/")[0] for k in units} - set(SIDES)):
             own = [units[k] for k in sorted(units) if k.startswith(f"{variant}/{algorithm}/")]
             if own:
                 row.setdefault("variants", {})[variant] = variant_row(own, curves, replay_from)
