@@ -145,17 +145,27 @@ class CallFrame:
         )
 
     def evaluate_all(self, agent_state, eval_task, heldout, keys) -> dict[str, jax.Array]:
-        out = jax.vmap(self.evaluate)(agent_state, eval_task, keys)
-        if self.num_heldout:
-            per_task = jax.vmap(jax.vmap(self.evaluate, in_axes=(None, 0, None)))(
-                agent_state, heldout, jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-            )
-            out.update({f"eval/heldout/{k.split('/')[-1]}": v for k, v in per_task.items()})
+        """Each lane's evaluation on its task and, with a held-out set, on every held-out task
+        (twice with `rescore_heldout`, on other keys): one evaluation over all of them, so the
+        program holds one copy of the env's step for every evaluation, not one for each kind.
+        Each task keeps the key it would have alone (the held-out tasks share one, the rescoring
+        another), and an env that is done stays as it ended while the others run on, so the
+        figures are those of separate evaluations."""
+        if not self.num_heldout:
+            return jax.vmap(self.evaluate)(agent_state, eval_task, keys)
+        count, sets = self.num_heldout, 2 if self.rescore_heldout else 1
+
+        def one_lane(agent, task, held, key):
+            tasks = {k: jnp.concatenate([v[None], *[held[k].astype(v.dtype)] * sets]) for k, v in task.items()}
+            shared = [jnp.broadcast_to(jax.random.fold_in(key, salt), (count, *key.shape)) for salt in range(1, sets + 1)]
+            return jax.vmap(self.evaluate, in_axes=(None, 0, 0))(agent, tasks, jnp.concatenate([key[None], *shared]))
+
+        both = jax.vmap(one_lane)(agent_state, eval_task, heldout, keys)
+        out = {k: v[:, 0] for k, v in both.items()}
+        out.update({f"eval/heldout/{k.split('/')[-1]}": v[:, 1 : 1 + count] for k, v in both.items()})
         if self.rescore_heldout:
-            again = jax.vmap(jax.vmap(self.evaluate, in_axes=(None, 0, None)))(
-                agent_state, heldout, jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
-            )
-            out.update({RESCORED[f"eval/heldout/{k.split('/')[-1]}"]: again[k] for k in ("eval/return", "eval/success")})
+            again = {k: both[k][:, 1 + count :] for k in ("eval/return", "eval/success")}
+            out.update({RESCORED[f"eval/heldout/{k.split('/')[-1]}"]: v for k, v in again.items()})
         return out
 
     def no_evaluation(self) -> dict[str, jax.Array]:
