@@ -21,12 +21,15 @@ medians and ranges, a verdict per curve, the timings) and `docs/images/ued_maze_
     python benchmarks/ued_maze.py --jaxued-repo DIR --part update    # one recurrent update alone
     python benchmarks/ued_maze.py --part report                      # the plot and tables, from the JSON
     python benchmarks/ued_maze.py --jaxued-repo DIR --quick          # a smoke: 2 updates a unit
+    python benchmarks/ued_maze.py --jaxued-repo DIR --set n_walls=50 --set num_train_envs=16   # other settings
 
 `--jaxued-repo`: a clone of JaxUED at the pinned commit (`git clone
 https://github.com/DramaCow/jaxued && git -C jaxued checkout 0f8f128`). `--peer-python`: the
 interpreter maze_plr.py runs in (default: this one, whose environment has jaxued 0.0.1 on our
 JAX; it needs distrax, wandb and orbax-checkpoint too). Both sides' versions are printed and
-recorded. Every unit (side, algorithm, seed) is a fresh process, written to the JSON as it ends;
+recorded. `--set FLAG=VALUE` changes one of maze_plr.py's flags (those with a counterpart in our
+trial, `ued_maze_settings.MAPPED`, and `--lr`, `--score_function`) on both sides, checked on both
+before any unit starts. Every unit (side, algorithm, seed) is a fresh process, written to the JSON as it ends;
 a rerun skips the units the JSON holds (`--fresh` starts over, `--only` runs some).
 
 A variant side changes one thing on ours to find what a difference comes from, and runs only when
@@ -51,16 +54,19 @@ import ued_maze_summary as summary
 from ued_maze_measures import read_levels
 from ued_maze_settings import (
     ALGORITHMS,
+    CHANGED,
     DIFFERENCES,
     EVAL_EVERY,
     PEER_FLAGS,
     SEEDS,
-    STEPS_PER_UPDATE,
     UPDATES,
     check_settings,
     gradient_share,
     in_place,
+    peer_flags,
     replay_from,
+    set_flags,
+    steps_per_update,
     trial,
 )
 
@@ -134,17 +140,23 @@ def unit_order(seeds: int, algorithms) -> list[str]:
 # -- parts ------------------------------------------------------------------------------------
 
 
+def study_size(args) -> tuple[int, int, int]:
+    """Updates per seed, seeds a side, updates between evaluations."""
+    return (2, 1, 1) if args.quick else (args.updates, args.seeds, EVAL_EVERY)
+
+
 def run_study(args, path: pathlib.Path, record: dict, raw: dict) -> None:
-    updates, seeds, eval_every = (2, 1, 1) if args.quick else (args.updates, args.seeds, EVAL_EVERY)
+    updates, seeds, eval_every = study_size(args)
     algorithms = list(ALGORITHMS)
     record["settings"] = {
         "updates": updates,
-        "env_steps_per_seed": updates * STEPS_PER_UPDATE,
+        "env_steps_per_seed": updates * steps_per_update(),
         "eval_every_updates": eval_every,
         "seeds": seeds,
         "replay_from_update": replay_from(),
         "gradient_share_once_replay_starts": {a: round(gradient_share(a), 4) for a in algorithms},
         "peer_flags": PEER_FLAGS,
+        "changed_by_set": dict(CHANGED),
         "ours": "configs/ued_maze_accel.yaml's trial, with these in place of its own",
         "ours_in_place": in_place(algorithms, updates, eval_every),
         "mismatches_found_by_check": {a: check_settings(trial(a, 0, updates, eval_every), a, updates) for a in algorithms},
@@ -163,7 +175,37 @@ def run_study(args, path: pathlib.Path, record: dict, raw: dict) -> None:
         save(path, record, raw)
     record["summary"] = summary.summarise(units, algorithms, replay_from())
     save(path, record, raw)
-    report(record, args.figure or (path.with_suffix(".png") if args.quick or args.out else FIGURE))
+    report(record, args.figure or (path.with_suffix(".png") if args.quick or args.out or CHANGED else FIGURE))
+
+
+def check_before_running(record: dict, algorithms, updates: int, eval_every: int) -> None:
+    """Before any unit starts: our trials match maze_plr.py's flags and pass ajax_tune's config
+    check (a setting out of range is refused here, not inside a worker), and the JSON's units, if
+    any, ran on these flags (a rerun adds to them)."""
+    from ajax_tune import Runner
+    from ajax_tune.errors import ConfigError
+
+    for algorithm in algorithms:
+        config = trial(algorithm, 0, updates, eval_every)
+        mismatches = check_settings(config, algorithm, updates)
+        if mismatches:
+            sys.exit(f"[ued_maze] our {algorithm} trial does not match maze_plr.py's flags: {'; '.join(mismatches)}")
+        try:
+            Runner.check(config)
+        except ConfigError as e:
+            sys.exit(f"[ued_maze] our {algorithm} trial on these flags is refused: {e}")
+    before = record.get("settings", {}).get("peer_flags")
+    if record.get("per_seed") and before not in (None, PEER_FLAGS):
+        there, here = peer_flags(before), peer_flags()
+        differ = ", ".join(
+            f"{f} {there.get(f)} there, {here.get(f)} here"
+            for f in sorted(there.keys() | here.keys())
+            if there.get(f) != here.get(f)
+        )
+        sys.exit(
+            f"[ued_maze] the JSON holds units run on other flags ({differ}): "
+            "pass --fresh to start over, or --out for another file"
+        )
 
 
 def run_tap(args, path: pathlib.Path, record: dict, raw: dict) -> None:
@@ -223,7 +265,8 @@ def report(record: dict, figure: pathlib.Path) -> None:
         f"{settings['updates']} updates ({settings['env_steps_per_seed']:,} env steps) per seed; "
         f"median and range over seeds; replay can start after update {settings['replay_from_update']} (dotted)"
     )
-    print(f"[ued_maze] wrote {draw(results, figure, STEPS_PER_UPDATE, settings['replay_from_update'], caption)}")
+    per_update = settings["env_steps_per_seed"] // settings["updates"]
+    print(f"[ued_maze] wrote {draw(results, figure, per_update, settings['replay_from_update'], caption)}")
     print("\n| algorithm | curve | ajax_tune at end | JaxUED at end | ranges overlap | verdict |\n|---|---|---|---|---|---|")
     ran = {algorithm: row for algorithm, row in results.items() if any(row["seeds"].values())}
     for algorithm, row in ran.items():
@@ -277,12 +320,27 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default=None, help="the JSON (default results/ued_maze.json)")
     parser.add_argument("--figure", default=None, help=f"the figure (default {FIGURE.relative_to(ROOT)})")
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per unit")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FLAG=VALUE",
+        help="the study: change one of maze_plr.py's flags on both sides (e.g. --set n_walls=50 --set num_train_envs=16); "
+        "written to results/ued_maze_custom.json unless --out says otherwise",
+    )
     args = parser.parse_args(argv)
+    if args.set and args.part != "study":
+        parser.error(f"--set changes the study's settings; --part {args.part} runs maze_plr.py's own")
+    try:
+        set_flags(args.set)
+    except ValueError as e:
+        parser.error(str(e))
     if args.updates % EVAL_EVERY:
         parser.error(f"--updates {args.updates}: expected a multiple of {EVAL_EVERY}")
     args.figure = pathlib.Path(args.figure) if args.figure else None
 
-    name = "ued_maze_update.json" if args.part == "update" else "ued_maze_quick.json" if args.quick else "ued_maze.json"
+    name = {"update": "ued_maze_update.json"}.get(args.part, "ued_maze_quick.json" if args.quick else "ued_maze.json")
+    name = "ued_maze_custom.json" if CHANGED and not args.quick else name
     path = pathlib.Path(args.out) if args.out else harness.RESULTS_DIR / name
     if args.part == "report":
         report(load(path, False), args.figure or FIGURE)
@@ -290,6 +348,9 @@ def main(argv=None) -> None:
     if not args.jaxued_repo:
         parser.error(f"--part {args.part} needs --jaxued-repo")
     record = load(path, args.fresh)
+    if args.part == "study":
+        updates, _, eval_every = study_size(args)
+        check_before_running(record, list(ALGORITHMS), updates, eval_every)
     raw = {} if args.fresh else harness.read_raw(path)
     # a run split into several commands keeps them all (the header keeps the last)
     record.setdefault("commands", []).append("python " + " ".join(shlex.quote(harness._relative(a)) for a in sys.argv))

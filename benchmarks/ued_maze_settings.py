@@ -12,7 +12,6 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 UPDATES, EVAL_EVERY, SEEDS = 250, 10, 3
-STEPS_PER_UPDATE = 32 * 256
 ALGORITHMS = {"robust_plr": [], "accel": ["--use_accel"]}
 
 # maze_plr.py's flags, all given (their defaults at 0f8f128), so a change of default shows here
@@ -27,14 +26,75 @@ PEER_FLAGS = [
 ]  # fmt: skip
 
 
-def peer_flags() -> dict:
-    """PEER_FLAGS as a mapping (a flag without a value maps to True)."""
+#: maze_plr.py's flags with a counterpart in our trial: where it sits (section, key) and its type.
+#: `check_settings` compares each; `set_flags` may change any of them (and `--lr`,
+#: `--score_function`) on both sides at once. The others are the study's own (seed, updates,
+#: evaluation cadence) or have no counterpart in ours (top-k prioritisation, exploratory updates).
+MAPPED = {
+    "--num_train_envs": ("agent", "num_envs", int),
+    "--num_steps": ("agent", "unroll_length", int),
+    "--num_minibatches": ("agent", "num_minibatches", int),
+    "--epoch_ppo": ("agent", "update_epochs", int),
+    "--max_grad_norm": ("agent", "max_grad_norm", float),
+    "--gamma": ("agent", "gamma", float),
+    "--gae_lambda": ("agent", "gae_lambda", float),
+    "--clip_eps": ("agent", "clip_eps", float),
+    "--entropy_coeff": ("agent", "ent_coef", float),
+    "--critic_coeff": ("agent", "vf_coef", float),
+    "--level_buffer_capacity": ("ued", "buffer_size", int),
+    "--replay_prob": ("ued", "replay_prob", float),
+    "--staleness_coeff": ("ued", "staleness_coef", float),
+    "--temperature": ("ued", "temperature", float),
+    "--minimum_fill_ratio": ("ued", "minimum_fill", float),
+    "--num_edits": ("ued", "edits", int),
+    "--agent_view_size": ("env", "agent_view_size", int),
+    "--n_walls": ("env", "n_walls", int),
+    "--eval_num_attempts": ("train", "eval_episodes", int),
+}
+SCORES = {"MaxMC": "maxmc", "pvl": "pvl"}
+#: The flags `set_flags` has changed from maze_plr.py's defaults, with their new values.
+CHANGED: dict[str, str] = {}
+
+
+def set_flags(items: list[str]) -> dict[str, str]:
+    """Change maze_plr.py's flags, `FLAG=VALUE` each, for both sides of the study: PEER_FLAGS
+    (what maze_plr.py is given) and, through `MAPPED`, the trial `trial` builds. Refuses, naming
+    it, a flag with no counterpart on our side or a value of the wrong type."""
+    settable = {*MAPPED, "--lr", "--score_function"}
+    for item in items:
+        flag, sep, value = item.partition("=")
+        flag = flag if flag.startswith("--") else f"--{flag}"
+        if not sep or flag not in settable:
+            raise ValueError(f"--set {item!r}: expected FLAG=VALUE with FLAG one of {sorted(settable)}")
+        cast = MAPPED.get(flag, (None, None, float if flag == "--lr" else str))[2]
+        try:
+            cast(value)
+        except ValueError:
+            kind = {int: "an integer", float: "a number"}[cast]
+            raise ValueError(f"--set {item!r}: {flag} takes {kind}, not {value!r}") from None
+        if flag == "--score_function" and value not in SCORES:
+            raise ValueError(f"--set {item!r}: {flag} takes one of {sorted(SCORES)}")
+        PEER_FLAGS[PEER_FLAGS.index(flag) + 1] = value
+        CHANGED[flag] = value
+    return dict(CHANGED)
+
+
+def steps_per_update() -> int:
+    """Env steps in one update: maze_plr.py's envs times its steps per env."""
+    f = peer_flags()
+    return int(f["--num_train_envs"]) * int(f["--num_steps"])
+
+
+def peer_flags(given: list[str] | None = None) -> dict:
+    """PEER_FLAGS (or `given`, a command line of the same kind) as a mapping (a flag without a
+    value maps to True)."""
+    given = PEER_FLAGS if given is None else given
     flags, i = {}, 0
-    while i < len(PEER_FLAGS):
-        if i + 1 < len(PEER_FLAGS) and not PEER_FLAGS[i + 1].startswith("--"):
-            flags[PEER_FLAGS[i]], i = PEER_FLAGS[i + 1], i + 2
+    while i < len(given):
+        if i + 1 < len(given) and not given[i + 1].startswith("--"):
+            flags[given[i]], i = given[i + 1], i + 2
         else:
-            flags[PEER_FLAGS[i]], i = True, i + 1
+            flags[given[i]], i = True, i + 1
     return flags
 
 
@@ -73,11 +133,17 @@ def trial(algorithm: str, seed: int, updates: int, eval_every: int = EVAL_EVERY)
     config["ued"]["algorithm"] = algorithm
     if algorithm != "accel":
         del config["ued"]["edits"]  # each algorithm takes only its own settings
+    flags, sections = peer_flags(), {**config, "env": config["env"]["kwargs"]}
+    for flag in CHANGED.keys() & MAPPED.keys() - ({"--num_edits"} if algorithm != "accel" else set()):
+        section, key, cast = MAPPED[flag]  # what --set changed, on our side too
+        sections[section][key] = cast(flags[flag])
+    if "--score_function" in CHANGED:
+        config["ued"]["score"] = SCORES[flags["--score_function"]]
     config["agent"]["lr"] = lr_schedule(algorithm, updates)
     config["train"].update(
-        total_timesteps=updates * STEPS_PER_UPDATE,
-        timesteps_per_iteration=eval_every * STEPS_PER_UPDATE,
-        eval_episodes=int(peer_flags()["--eval_num_attempts"]),
+        total_timesteps=updates * steps_per_update(),
+        timesteps_per_iteration=eval_every * steps_per_update(),
+        eval_episodes=int(flags["--eval_num_attempts"]),
         eval_policy="sampled",
         eval_at_start=False,
         num_seeds=1,
@@ -100,33 +166,15 @@ def check_settings(config: dict, algorithm: str, updates: int) -> list[str]:
     """Our trial against maze_plr.py's flags: the mismatches (expected: none)."""
     flags = peer_flags()
     a, u, e, t = config["agent"], config["ued"], config["env"]["kwargs"], config["train"]
-    pairs = [
-        ("--num_train_envs", a["num_envs"], int),
-        ("--num_steps", a["unroll_length"], int),
-        ("--num_minibatches", a["num_minibatches"], int),
-        ("--epoch_ppo", a["update_epochs"], int),
-        ("--max_grad_norm", a["max_grad_norm"], float),
-        ("--gamma", a["gamma"], float),
-        ("--gae_lambda", a["gae_lambda"], float),
-        ("--clip_eps", a["clip_eps"], float),
-        ("--entropy_coeff", a["ent_coef"], float),
-        ("--critic_coeff", a["vf_coef"], float),
-        ("--level_buffer_capacity", u["buffer_size"], int),
-        ("--replay_prob", u["replay_prob"], float),
-        ("--staleness_coeff", u["staleness_coef"], float),
-        ("--temperature", u["temperature"], float),
-        ("--minimum_fill_ratio", u["minimum_fill"], float),
-        ("--agent_view_size", e["agent_view_size"], int),
-        ("--n_walls", e["n_walls"], int),
-        ("--eval_num_attempts", t["eval_episodes"], int),
-    ]
-    if algorithm == "accel":
-        pairs.append(("--num_edits", u["edits"], int))
+    sections = {**config, "env": config["env"]["kwargs"]}
+    pairs = [(flag, sections[section].get(key), cast) for flag, (section, key, cast) in MAPPED.items()]
+    if algorithm != "accel":
+        pairs = [p for p in pairs if p[0] != "--num_edits"]
     bad = [f"{flag} {flags[flag]} against {ours}" for flag, ours, cast in pairs if cast(flags[flag]) != cast(ours)]
     lr, t0, rho = float(flags["--lr"]), replay_from(), gradient_share(algorithm)
     at_start, at_end = lr_at(a["lr"], t0, updates), lr_at(a["lr"], updates, updates)
     checks = [
-        (u.get("score", "maxmc") == "maxmc" and flags["--score_function"] == "MaxMC", "score"),
+        (u.get("score", "maxmc") == SCORES[flags["--score_function"]], "score"),
         (u.get("duplicate_check", True) is True and flags.get("--buffer_duplicate_check") is True, "duplicate check"),
         (a["lr"]["kind"] == "linear", "lr schedule kind"),
         (
@@ -139,7 +187,7 @@ def check_settings(config: dict, algorithm: str, updates: int) -> list[str]:
         (a["hidden_sizes"] == [32], "heads of 32"),
         ((e["height"], e["width"], e["max_episode_steps"]) == (13, 13, 250), "13 x 13, 250 steps"),
         (t["eval_policy"] == "sampled", "sampled evaluation"),
-        (t["total_timesteps"] == updates * STEPS_PER_UPDATE, "budget"),
+        (t["total_timesteps"] == updates * steps_per_update(), "budget"),
     ]
     return bad + [f"{what} differs" for ok, what in checks if not ok]
 

@@ -6,7 +6,9 @@ maze_plr.py, and its summaries and verdicts on made-up units."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
+import re
 import sys
 
 import numpy as np
@@ -306,3 +308,65 @@ def test_median_seconds_runs_once_to_compile_then_times_the_rest():
 
     median, fastest = protocol.median_seconds(fn, 3)
     assert len(calls) == 4 and 0.01 <= fastest <= median < 0.1
+
+
+@pytest.fixture
+def flags(bench):
+    """The study's settings module, its flags restored after the test (`set_flags` changes them in place)."""
+    study = bench.settings
+    saved = list(study.PEER_FLAGS)
+    yield study
+    study.PEER_FLAGS[:] = saved
+    study.CHANGED.clear()
+
+
+def test_settings_of_ones_own_change_both_sides_and_still_pass_the_check(flags):
+    from ajax_tune import Runner
+
+    changed = flags.set_flags(["n_walls=40", "--num_train_envs=16", "score_function=pvl", "lr=3e-4", "num_edits=3"])
+    assert changed == {"--n_walls": "40", "--num_train_envs": "16", "--score_function": "pvl", "--lr": "3e-4", "--num_edits": "3"}
+    peer = flags.peer_flags()  # what maze_plr.py is given
+    assert (peer["--n_walls"], peer["--num_train_envs"], peer["--score_function"]) == ("40", "16", "pvl")
+    assert flags.steps_per_update() == 16 * 256 and flags.replay_from() == 125  # half of 4,000 levels, 16 a rollout
+    for algorithm in ("robust_plr", "accel"):
+        config = flags.trial(algorithm, 0, 250)
+        assert config["env"]["kwargs"]["n_walls"] == 40 and config["agent"]["num_envs"] == 16
+        assert config["ued"]["score"] == "pvl" and config["ued"].get("edits") == (3 if algorithm == "accel" else None)
+        assert config["train"]["total_timesteps"] == 250 * 16 * 256
+        assert flags.lr_at(config["agent"]["lr"], 125, 250) == pytest.approx(3e-4, rel=1e-6)
+        assert flags.check_settings(config, algorithm, 250) == []
+        Runner.check(config)
+        config["env"]["kwargs"]["n_walls"] = 25  # the check still sees a side left behind
+        assert flags.check_settings(config, algorithm, 250) == ["--n_walls 40 against 25"]
+
+
+@pytest.mark.parametrize(
+    "item, says",
+    [
+        ("topk_k=2", "expected FLAG=VALUE with FLAG one of"),  # no counterpart on our side
+        ("n_walls", "expected FLAG=VALUE"),
+        ("n_walls=many", "--n_walls takes an integer, not 'many'"),
+        ("score_function=maxmc", "takes one of ['MaxMC', 'pvl']"),
+    ],
+)
+def test_a_flag_without_a_counterpart_or_of_the_wrong_type_is_refused_by_name(flags, item, says):
+    before = list(flags.PEER_FLAGS)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        flags.set_flags([item])
+    assert before == flags.PEER_FLAGS and not flags.CHANGED
+
+
+def test_the_study_refuses_settings_ajax_tune_refuses_and_a_json_of_other_settings_before_any_unit(
+    bench, flags, tmp_path, capsys
+):
+    out = tmp_path / "study.json"
+    with pytest.raises(SystemExit, match="n_walls"):  # more walls than a 13 x 13 maze has cells
+        bench.study.main(["--set", "n_walls=500", "--jaxued-repo", str(tmp_path), "--out", str(out)])
+    flags.PEER_FLAGS[flags.PEER_FLAGS.index("--n_walls") + 1] = "25"
+    flags.CHANGED.clear()
+    out.write_text(json.dumps({"settings": {"peer_flags": flags.PEER_FLAGS}, "per_seed": {"jaxued/accel/0": {}}}))
+    with pytest.raises(SystemExit, match=r"other flags \(--n_walls 25 there, 30 here\).*--fresh"):
+        bench.study.main(["--set", "n_walls=30", "--jaxued-repo", str(tmp_path), "--out", str(out)])
+    with pytest.raises(SystemExit):  # --set is the study's: the update part runs maze_plr.py's own shapes
+        bench.study.main(["--part", "update", "--set", "n_walls=30", "--jaxued-repo", str(tmp_path)])
+    assert "--set changes the study's settings" in capsys.readouterr().err
