@@ -52,6 +52,8 @@ MAPPED = {
     "--eval_num_attempts": ("train", "eval_episodes", int),
 }
 SCORES = {"MaxMC": "maxmc", "pvl": "pvl"}
+#: What `set_flags` may change, with each value's type.
+SETTABLE = {**{flag: cast for flag, (_, _, cast) in MAPPED.items()}, "--lr": float, "--score_function": str}
 #: The flags `set_flags` has changed from maze_plr.py's defaults, with their new values.
 CHANGED: dict[str, str] = {}
 
@@ -60,13 +62,12 @@ def set_flags(items: list[str]) -> dict[str, str]:
     """Change maze_plr.py's flags, `FLAG=VALUE` each, for both sides of the study: PEER_FLAGS
     (what maze_plr.py is given) and, through `MAPPED`, the trial `trial` builds. Refuses, naming
     it, a flag with no counterpart on our side or a value of the wrong type."""
-    settable = {*MAPPED, "--lr", "--score_function"}
     for item in items:
         flag, sep, value = item.partition("=")
         flag = flag if flag.startswith("--") else f"--{flag}"
-        if not sep or flag not in settable:
-            raise ValueError(f"--set {item!r}: expected FLAG=VALUE with FLAG one of {sorted(settable)}")
-        cast = MAPPED.get(flag, (None, None, float if flag == "--lr" else str))[2]
+        if not sep or flag not in SETTABLE:
+            raise ValueError(f"--set {item!r}: expected FLAG=VALUE with FLAG one of {sorted(SETTABLE)}")
+        cast = SETTABLE[flag]
         try:
             cast(value)
         except ValueError:
@@ -77,6 +78,16 @@ def set_flags(items: list[str]) -> dict[str, str]:
         PEER_FLAGS[PEER_FLAGS.index(flag) + 1] = value
         CHANGED[flag] = value
     return dict(CHANGED)
+
+
+def mapped(algorithm: str) -> dict:
+    """MAPPED as it applies to `algorithm`: edits are ACCEL's alone."""
+    return {flag: where for flag, where in MAPPED.items() if algorithm == "accel" or flag != "--num_edits"}
+
+
+def sections(config: dict) -> dict:
+    """A trial's sections by the names MAPPED gives them (`env`: the env's kwargs)."""
+    return {**config, "env": config["env"]["kwargs"]}
 
 
 def steps_per_update() -> int:
@@ -133,10 +144,10 @@ def trial(algorithm: str, seed: int, updates: int, eval_every: int = EVAL_EVERY)
     config["ued"]["algorithm"] = algorithm
     if algorithm != "accel":
         del config["ued"]["edits"]  # each algorithm takes only its own settings
-    flags, sections = peer_flags(), {**config, "env": config["env"]["kwargs"]}
-    for flag in CHANGED.keys() & MAPPED.keys() - ({"--num_edits"} if algorithm != "accel" else set()):
-        section, key, cast = MAPPED[flag]  # what --set changed, on our side too
-        sections[section][key] = cast(flags[flag])
+    flags, places, ours = peer_flags(), sections(config), mapped(algorithm)
+    for flag in CHANGED.keys() & ours.keys():  # what --set changed, on our side too
+        section, key, cast = ours[flag]
+        places[section][key] = cast(flags[flag])
     if "--score_function" in CHANGED:
         config["ued"]["score"] = SCORES[flags["--score_function"]]
     config["agent"]["lr"] = lr_schedule(algorithm, updates)
@@ -166,10 +177,8 @@ def check_settings(config: dict, algorithm: str, updates: int) -> list[str]:
     """Our trial against maze_plr.py's flags: the mismatches (expected: none)."""
     flags = peer_flags()
     a, u, e, t = config["agent"], config["ued"], config["env"]["kwargs"], config["train"]
-    sections = {**config, "env": config["env"]["kwargs"]}
-    pairs = [(flag, sections[section].get(key), cast) for flag, (section, key, cast) in MAPPED.items()]
-    if algorithm != "accel":
-        pairs = [p for p in pairs if p[0] != "--num_edits"]
+    places = sections(config)
+    pairs = [(flag, places[section].get(key), cast) for flag, (section, key, cast) in mapped(algorithm).items()]
     bad = [f"{flag} {flags[flag]} against {ours}" for flag, ours, cast in pairs if cast(flags[flag]) != cast(ours)]
     lr, t0, rho = float(flags["--lr"]), replay_from(), gradient_share(algorithm)
     at_start, at_end = lr_at(a["lr"], t0, updates), lr_at(a["lr"], updates, updates)
