@@ -405,3 +405,30 @@ def test_a_maze_asked_for_more_than_it_holds_is_one_line_before_compiling(kwargs
         Runner.check(config)
     else:
         assert_refused_before_compiling(config, message)
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        (
+            {"name": "jaxued/maze", "kwargs": {"n_wall": 3}},
+            r"^env.kwargs: jaxued/maze takes no argument 'n_wall'; did you mean 'n_walls'\? It takes: height, width, n_walls,",
+        ),
+        (
+            {"name": "corridor", "kwargs": {"max_lenght": 8}},
+            r"^env.kwargs: corridor takes no argument 'max_lenght'; did you mean 'max_length'\? It takes: max_length, "
+            r"max_episode_steps, default_length$",
+        ),
+        ({"name": "tmaze", "kwargs": {"colour": 1}}, r"^env.kwargs: tmaze takes no argument 'colour'\. It takes: max_length,"),
+        ({"name": "corridor", "kwargs": {"max_length": "long"}}, r"^corridor: max_length must be an integer >= 1, got 'long'$"),
+        ({"name": "corridor", "kwargs": {"max_episode_steps": 0}}, r"^corridor: max_episode_steps must be an integer >= 1"),
+        ({"name": "tmaze", "kwargs": {"max_length": 4, "default_length": 9}}, r"^tmaze: default_length must be in \[1, 4\]"),
+        ({"name": "jaxued/maze", "kwargs": {"height": True}}, r"^jaxued/maze: height must be an integer >= 2, got True$"),
+    ],
+)
+def test_env_kwargs_that_the_env_does_not_take_or_cannot_hold_are_one_line_before_compiling(env, message):
+    """A misspelt constructor argument names the nearest one and the list (any env whose constructor
+    names its arguments); a count of the wrong type or below its least is one line naming the env."""
+    from tests.support.helpers import assert_refused_before_compiling
+
+    assert_refused_before_compiling({"env": env, **TINY}, message)

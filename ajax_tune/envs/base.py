@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
-from ajax_tune.errors import TaskError
+from ajax_tune.errors import ConfigError, TaskError
 from ajax_tune.imports import did_you_mean
 
 Task = dict[str, jax.Array]
@@ -114,12 +115,39 @@ class TaskField:
         return f"{kind} {shape} in [{self.low:g}, {self.high:g}]"
 
 
-def check_lengths(env: str, max_length: int, default_length: int) -> None:
-    """The constructor arguments of an env whose task is a length up to `max_length`."""
-    if max_length < 1:
-        raise ValueError(f"{env}: max_length must be >= 1, got {max_length}")
-    if not 1 <= default_length <= max_length:
-        raise ValueError(f"{env}: default_length must be in [1, {max_length}], got {default_length}")
+def check_integer(env: str, what: str, value: Any, least: int, why: str = "") -> int:
+    """An env's integer constructor argument (`env.kwargs.<what>`), at least `least`: its value as
+    an int, or one ConfigError naming the env, the argument and what it got (`why` says more)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise ConfigError(f"{env}: {what} must be an integer >= {least}{why}, got {value!r}")
+    return int(value)
+
+
+def check_kwargs(env: str, constructor: Any, kwargs: Mapping[str, Any]) -> None:
+    """`env.kwargs` against the arguments `constructor` names: an unknown one is one ConfigError
+    with the nearest name and the list, before the env is built. A constructor that takes
+    `**kwargs` (a suite's own options, passed on) is not checked here."""
+    try:
+        parameters = inspect.signature(constructor).parameters.values()
+    except (TypeError, ValueError):  # a builtin or a C callable: its own call reports the key
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return
+    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in kwargs:
+        if key not in names:
+            hint = did_you_mean(key, names, cutoff=0.5)
+            raise ConfigError(f"env.kwargs: {env} takes no argument {key!r}{hint or '.'} It takes: {', '.join(names)}")
+
+
+def check_lengths(env: str, max_length: Any, default_length: Any, max_episode_steps: Any) -> None:
+    """The constructor arguments of an env whose task is a length up to `max_length`
+    (`max_episode_steps` None: the env's own limit)."""
+    check_integer(env, "max_length", max_length, 1)
+    if check_integer(env, "default_length", default_length, 1) > max_length:
+        raise ConfigError(f"{env}: default_length must be in [1, {max_length}], got {default_length}")
+    if max_episode_steps is not None:
+        check_integer(env, "max_episode_steps", max_episode_steps, 1)
 
 
 class Env(abc.ABC):

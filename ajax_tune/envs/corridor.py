@@ -29,7 +29,7 @@ class Corridor(Env):
 
     def __init__(self, max_length: int = 64, max_episode_steps: int = 80, default_length: int = 8):
         self.name = "corridor"
-        check_lengths(self.name, max_length, default_length)
+        check_lengths(self.name, max_length, default_length, max_episode_steps)
         self.max_length = int(max_length)
         self.max_level_edits = self.max_length  # mutate_level's edits past it are no-ops
         self.max_episode_steps = int(max_episode_steps)

@@ -32,9 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 from craftax.craftax_env import make_craftax_env_from_name
 
-from ajax_tune.envs.base import EnvState, TaskField
+from ajax_tune.envs.base import EnvState, TaskField, check_integer
 from ajax_tune.envs.suite import SuiteEnv, strongly_typed, time_limit, unknown_id
-from ajax_tune.errors import ConfigError
 
 IDS = ("Craftax-Classic-Symbolic-v1", "Craftax-Symbolic-v1")
 PIXELS = ("Craftax-Classic-Pixels-v1", "Craftax-Pixels-v1")
@@ -67,12 +66,8 @@ class CraftaxEnv(SuiteEnv):
         self.craftax_env = make_craftax_env_from_name(env_id, auto_reset=False)
         defaults = self.craftax_env.default_params
         self.max_episode_steps, self.params = time_limit(self.name, defaults, TIME_LIMIT_FIELD, max_episode_steps, keep=False)
-        if start_states is not None and (
-            isinstance(start_states, bool) or not isinstance(start_states, (int, np.integer)) or start_states < 0
-        ):
-            raise ConfigError(
-                f"{self.name}: start_states must be an integer >= 0 (0: a fresh world at every reset), got {start_states!r}"
-            )
+        if start_states is not None:
+            check_integer(self.name, "start_states", start_states, 0, " (0: a fresh world at every reset)")
         self.start_states = DEFAULT_START_STATES[env_id] if start_states is None else int(start_states)
         self.start_seed = int(start_seed)
         self._pool = None

@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune import compat
-from ajax_tune.envs.base import Env, Task, TaskField, validate_task
+from ajax_tune.envs.base import Env, Task, TaskField, check_integer, check_kwargs, validate_task
 from ajax_tune.envs.registry import SUITES
 from ajax_tune.envs.underspecified import PREFIX, UEDEnv
 from ajax_tune.errors import ConfigError, TaskError
@@ -58,6 +58,7 @@ DIRECTIONS = {">": 0, "v": 1, "<": 2, "^": 3}
 def by_name(rest: str, **kwargs) -> Env:
     """The env `jaxued/<rest>` names: the maze, or a user's underspecified env by import path."""
     if rest == "maze":
+        check_kwargs(f"{PREFIX}maze", MazeEnv, kwargs)
         return MazeEnv(**kwargs)
     if ":" in rest:
         return UEDEnv.from_factory(rest, **kwargs)
@@ -87,16 +88,14 @@ class MazeEnv(UEDEnv):
         name = f"{PREFIX}maze"
         SUITES[PREFIX].check(name)
         for what, value, least in (("height", height, 2), ("width", width, 2), ("n_walls", n_walls, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise ConfigError(f"{name}: {what} must be an integer >= {least}, got {value!r}")
+            check_integer(name, what, value, least)
         if n_walls > height * width - 2:
             raise ConfigError(
                 f"{name}: n_walls={n_walls} does not fit a {height} x {width} maze: at most {height * width - 2} "
                 "(its cells less one for the agent and one for the goal)"
             )
         for what, value in (("agent_view_size", agent_view_size), ("max_edits", max_edits)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name}: {what} must be an integer >= 1, got {value!r}")
+            check_integer(name, what, value, 1)
         if agent_view_size % 2 == 0 or agent_view_size < 3:
             raise ConfigError(
                 f"{name}: agent_view_size must be odd and >= 3 (the agent sees as far to each side), got {agent_view_size}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from ajax_tune.envs.base import Env
+from ajax_tune.envs.base import Env, check_kwargs
 from ajax_tune.envs.suite import Suite
 from ajax_tune.errors import ConfigError
 from ajax_tune.imports import Registry, is_import_path
@@ -76,9 +76,11 @@ def make_env(name: str, **kwargs) -> Env:
     `jaxued/maze`, ...) or "module:factory" (a callable returning an `Env`)."""
     factory = ENVS.resolve(name)
     if not ENVS.is_import_path(name):
+        check_kwargs(name, factory, kwargs)
         return factory(**kwargs)
     if not callable(factory):
         raise ConfigError(f"env.name {name!r} must name a callable that returns an Env, got {factory!r}")
+    check_kwargs(name, factory, kwargs)
     env = factory(**kwargs)
     if not isinstance(env, Env):
         raise ConfigError(f"env.name {name!r} must return an ajax_tune.envs.Env, got {type(env).__name__}")

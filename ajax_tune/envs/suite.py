@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ajax_tune.envs.base import Env, EnvState, Task
+from ajax_tune.envs.base import Env, EnvState, Task, check_integer
 from ajax_tune.errors import ConfigError
 from ajax_tune.imports import did_you_mean
 
@@ -95,9 +95,7 @@ def checked_steps(name: str, max_episode_steps: Any) -> int | None:
     """`env.kwargs.max_episode_steps`, a positive integer or None (the suite's own limit)."""
     if max_episode_steps is None:
         return None
-    if isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) or max_episode_steps < 1:
-        raise ConfigError(f"{name}: max_episode_steps must be an integer >= 1, got {max_episode_steps!r}")
-    return int(max_episode_steps)
+    return check_integer(name, "max_episode_steps", max_episode_steps, 1)
 
 
 def checked_bounds(name: str, field: str, given: Any, default: np.ndarray) -> tuple[float, float]:

@@ -29,7 +29,7 @@ class TMaze(Env):
 
     def __init__(self, max_length: int = 64, max_episode_steps: int | None = None, default_length: int = 4):
         self.name = "tmaze"
-        check_lengths(self.name, max_length, default_length)
+        check_lengths(self.name, max_length, default_length, max_episode_steps)
         self.max_length = int(max_length)
         # Time enough to walk the longest corridor straight and turn, with room for a detour.
         self.max_episode_steps = int(max_episode_steps or 2 * max_length + 8)

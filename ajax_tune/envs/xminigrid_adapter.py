@@ -40,7 +40,7 @@ from xminigrid.core.goals import AgentNearGoal
 from xminigrid.types import RuleSet
 
 from ajax_tune import compat
-from ajax_tune.envs.base import EnvState, TaskField, validate_task
+from ajax_tune.envs.base import EnvState, TaskField, check_integer, validate_task
 from ajax_tune.envs.suite import SuiteEnv, time_limit, unknown_id
 from ajax_tune.errors import ConfigError, TaskError
 
@@ -81,8 +81,8 @@ class XMiniGridEnv(SuiteEnv):
         self.name = f"xminigrid/{env_id}"
         self.xland = env_id.startswith("XLand-")
         for what, value, least in (("max_rules", max_rules, 1), ("max_tiles", max_tiles, 1), ("view_size", view_size, 3)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least):
-                raise ConfigError(f"{self.name}: {what} must be an integer >= {least}, got {value!r}")
+            if value is not None:
+                check_integer(self.name, what, value, least)
         if view_size is not None and view_size % 2 == 0:
             raise ConfigError(f"{self.name}: view_size must be odd (the agent sees as far to each side), got {view_size}")
         overrides = {} if view_size is None else {"view_size": int(view_size)}
