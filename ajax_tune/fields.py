@@ -61,7 +61,7 @@ def check_keys(values, allowed, prefix: str) -> None:
     for key in values:
         if key not in allowed:
             hint = did_you_mean(key, allowed, cutoff=0.5, prefix=prefix)
-            raise ConfigError(f"unknown key {prefix}{key!r}{hint} Valid keys: {', '.join(allowed)}")
+            raise ConfigError(f"unknown key {prefix}{key!r}{hint or '.'} Valid keys: {', '.join(allowed)}")
 
 
 def parse_section(config_cls, values: Any, section: str):

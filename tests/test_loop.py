@@ -197,8 +197,10 @@ def test_rows_have_fixed_shape_and_mark_missing_evaluations():
 
 
 def test_budget_must_be_whole_unrolls():
-    with pytest.raises(ConfigError, match=r"whole number of unrolls.*= 128 env steps; nearest: 256 or 384"):
+    with pytest.raises(ConfigError, match=r"whole number of unrolls.*= 128 env steps; nearest: 256 or 384$"):
         corridor_loop(timesteps_per_iteration=300)
+    with pytest.raises(ConfigError, match=r"\(100\) must be a whole number.*= 128 env steps; the least is one unroll, 128$"):
+        corridor_loop(timesteps_per_iteration=100)
 
 
 def test_minibatches_must_divide_the_batch():

@@ -220,7 +220,7 @@ def test_rungs_double_in_length_as_members_halve():
         ({"reduction_factor": 1}, r"^population.prune.reduction_factor must be >= 2, got 1$"),
         ({"reduction_factor": 1.5}, r"^population.prune.reduction_factor must be an integer, got 1.5 \(float\)$"),
         ({"min_members": 4}, r"^population.prune.min_members must be below the population's size \(4\)"),
-        ({"every": 2}, r"^unknown key population.prune.'every' Valid keys: grace_period, reduction_factor, min_members$"),
+        ({"every": 2}, r"^unknown key population.prune.'every'\. Valid keys: grace_period, reduction_factor, min_members$"),
     ],
 )
 def test_bad_prune_sections_are_one_line_before_compiling(prune, message):

@@ -139,11 +139,11 @@ def check_budget(budget: int, agent, steps_per_update: int) -> None:
     """A call runs whole unrolls of every env: its budget must be a multiple of one."""
     if budget % steps_per_update:
         lower = budget // steps_per_update * steps_per_update
+        nearest = f"nearest: {lower} or {lower + steps_per_update}" if lower else f"the least is one unroll, {steps_per_update}"
         raise ConfigError(
             f"train.timesteps_per_iteration ({budget}) must be a whole number of unrolls of "
             f"num_envs * unroll_length = {agent.num_envs} * {agent.unroll_length} = "
-            f"{steps_per_update} env steps; nearest: {lower or steps_per_update} or "
-            f"{lower + steps_per_update}"
+            f"{steps_per_update} env steps; {nearest}"
         )
 
 
