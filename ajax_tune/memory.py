@@ -1,11 +1,14 @@
-"""Whether a trial's training state fits the memory it will train in, known before anything is
-allocated.
+"""Whether a trial's training state, and what a call holds beside it, fit the memory it will
+train in, known before anything is allocated.
 
 The whole state (parameters, optimiser, env states, a replay buffer, for every seed) is one
 pytree whose size follows from shapes alone: `TrainLoop.abstract_state()` traces it without
-compiling or allocating. Without this check, a replay buffer of a large capacity times many seeds
-fails only on the first call, after compiling, with an allocation error deep in XLA, or the
-kernel kills the trial's worker.
+compiling or allocating. A call holds more at its peak: the unroll's observations, or the envs of
+an evaluation (`train.eval_episodes` of them per task and lane); their least size follows from the
+same shapes. Without this check, a replay buffer of a large capacity times many seeds, or an
+evaluation of a billion episodes, fails only on the first call, after compiling, with an
+allocation error deep in XLA, or the kernel kills the trial's worker. `Runner.check` and every
+`Runner` apply it.
 
 Memory is what the trial's device has: the host's RAM for a CPU trial; a GPU's memory (times the
 trial's share of it) only when JAX is already up in this process, since starting JAX's backends
@@ -28,14 +31,47 @@ GIB = 2**30
 MARGIN_FRACTION, MARGIN_BYTES = 0.1, GIB // 2
 
 
+def _bytes(tree) -> int:
+    return sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for leaf in jax.tree.leaves(tree))
+
+
 def state_bytes(loop) -> int:
     """The bytes of the loop's whole training state, every seed included."""
-    return sum(int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize for leaf in jax.tree.leaves(loop.abstract_state()))
+    return _bytes(loop.abstract_state())
+
+
+def working_set(loop) -> tuple[int, str, str]:
+    """The least a call holds beside the state at its peak, what makes it, and the settings that
+    shrink it: the unroll's observations (every env, step and lane, in an online loop) or the
+    envs of an evaluation (every episode of every task it evaluates, every lane), whichever is
+    larger. Both follow from the state's shapes: an evaluation episode is one env's state (and
+    a recurrent agent's carry), a step of the unroll at least one env's observation."""
+    state = loop.abstract_state()
+    seeds = loop.config.num_seeds
+    lanes = loop.num_members * seeds
+    envs = lanes * loop.program.num_envs
+    if not envs:
+        return 0, "", ""
+    per_env = (_bytes(state.env) + _bytes(state.carry)) // envs
+    unroll = 0 if loop.dataset is not None else loop.agent.unroll_length
+    rollout = envs * unroll * (_bytes(state.env.obs) // envs)
+    tasks = 1 + loop.num_heldout * (2 if loop.heldout_cvar is not None else 1)
+    episodes = loop.config.eval_episodes
+    evaluation = lanes * tasks * episodes * per_env
+    who = f"{seeds} seeds" if loop.num_members == 1 else f"{loop.num_members} members x {seeds} seeds"
+    if evaluation >= rollout:
+        what = (
+            f"an evaluation's {episodes:,} episodes (train.eval_episodes) x {tasks} task{'s' * (tasks > 1)} x {who}, "
+            f"{per_env:,} bytes each"
+        )
+        return evaluation, what, "train.eval_episodes"
+    what = f"the unroll's observations: {loop.program.num_envs:,} envs x {unroll:,} steps x {who}"
+    return rollout, what, "agent.num_envs or agent.unroll_length"
 
 
 def needed_bytes(loop) -> int:
-    """The state plus a rough margin for everything else a trial holds."""
-    return int(state_bytes(loop) * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
+    """The state and a call's working set, plus a rough margin for everything else a trial holds."""
+    return int((state_bytes(loop) + working_set(loop)[0]) * (1 + MARGIN_FRACTION)) + MARGIN_BYTES
 
 
 def host_memory_bytes() -> int:
@@ -76,6 +112,11 @@ def check_state_fits(loop, gpu: float = 0.0, who: str = "the trial") -> int:
         have = host_memory_bytes()
         machine = f"this machine has {have / GIB:.1f} GiB"
     if need > have:
+        working, what, settings = working_set(loop)
+        if working > state_bytes(loop):
+            raise ConfigError(
+                f"{who} needs about {need / GIB:.1f} GiB, {working / GIB:.1f} GiB of it for {what}; {machine}; lower {settings}"
+            )
         lower = "agent.capacity or train.num_seeds" if _capacity(loop) else "train.num_seeds or the agent's sizes"
         lower += " (or the population's size)" if loop.num_members > 1 else ""
         raise ConfigError(f"{who} needs about {need / GIB:.1f} GiB of state ({_what_is_big(loop)}); {machine}; lower {lower}")

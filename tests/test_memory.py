@@ -62,3 +62,56 @@ def test_a_population_counts_every_members_lanes():
     assert memory.state_bytes(loop) == 3 * memory.state_bytes(sac_loop(10**9))
     with pytest.raises(ConfigError, match=r"transitions x 3 members x 4 seeds; .* \(or the population's size\)$"):
         memory.check_state_fits(loop)
+
+
+# -- what a call holds beside the state --------------------------------------------------------
+
+
+def corridor(**train):
+    from tests.support.helpers import corridor_config
+
+    return corridor_config(train={**corridor_config()["train"], **train})
+
+
+def test_an_evaluation_too_large_for_the_machine_is_refused_before_compiling():
+    """A trillion evaluation episodes per seed: the state is small, the evaluation's envs are not."""
+    from tests.support.helpers import assert_refused_before_compiling
+
+    config = corridor(eval_episodes=10**12)
+    assert_refused_before_compiling(
+        config,
+        r"^the trial needs about [\d.]+ GiB, [\d.]+ GiB of it for an evaluation's 1,000,000,000,000 episodes "
+        r"\(train.eval_episodes\) x 1 task x 2 seeds, \d+ bytes each; this machine has [\d.]+ GiB; lower train.eval_episodes$",
+    )
+
+
+def test_an_unroll_too_large_for_the_machine_is_refused_before_compiling():
+    from tests.support.helpers import assert_refused_before_compiling, corridor_config
+
+    envs, steps = 2**16, 2**20  # 2^36 env steps of 2 float32 observations, for each of 2 seeds: 1 TiB
+    config = corridor_config(
+        agent={**corridor_config()["agent"], "num_envs": envs, "unroll_length": steps},
+        train={**corridor_config()["train"], "timesteps_per_iteration": envs * steps},
+    )
+    assert_refused_before_compiling(
+        config, r"GiB of it for the unroll's observations: 65,536 envs x 1,048,576 steps x 2 seeds; .* lower agent.num_envs"
+    )
+
+
+def test_the_evaluation_counts_every_heldout_task_and_its_rescoring():
+    """Held-out tasks are evaluated beside the task in one evaluation, and a CVaR plays them twice:
+    1 + 2 x 3 evaluations of the same episodes."""
+    plain = build_loop(Config.from_dict(corridor(eval_episodes=64)))[1]
+    held = {"tasks": [{"length": n} for n in (2, 3, 4)], "cvar": 0.5}
+    both = build_loop(Config.from_dict({**corridor(eval_episodes=64), "heldout": held}))[1]
+    assert memory.working_set(both)[0] == 7 * memory.working_set(plain)[0] > 0
+    assert "x 7 tasks x 2 seeds" in memory.working_set(both)[1]
+    # one episode of the evaluation holds at least one env's state, as an env of the unroll does
+    per_env = memory._bytes(plain.abstract_state().env) // (2 * plain.program.num_envs)
+    assert memory.working_set(plain)[0] == 2 * 64 * per_env
+
+
+def test_needed_bytes_count_the_state_and_the_working_set():
+    loop = build_loop(Config.from_dict(corridor()))[1]
+    expected = int((memory.state_bytes(loop) + memory.working_set(loop)[0]) * (1 + memory.MARGIN_FRACTION))
+    assert memory.needed_bytes(loop) == expected + memory.MARGIN_BYTES

@@ -330,12 +330,10 @@ def trial_checks(trial: dict, metrics: Mapping[str, str], paths: Mapping[str, li
     from ajax_tune.build import build_loop, build_run
     from ajax_tune.expected_keys import keys_of
     from ajax_tune.loop.compiled import check_devices, trial_devices
-    from ajax_tune.memory import check_state_fits
     from ajax_tune.runner import Runner
 
-    cfg = Runner.check(trial)
+    cfg = Runner.check(trial)  # the state's memory included
     env, loop = build_loop(cfg)
-    check_state_fits(loop, cfg.resources.gpu)
     check_devices(cfg.train.devices, loop.num_lanes, *trial_devices(cfg.resources.gpu))  # what Runner checks once JAX runs
     keys = TUNE_KEYS | ALWAYS_REPORTED
     if not set(metrics.values()) <= keys:  # the config's own keys, traced (not compiled) only when needed
