@@ -34,6 +34,7 @@ from ajax_tune.envs.level_list import Levels
 from ajax_tune.errors import ConfigError
 from ajax_tune.loop import TrainLoop
 from ajax_tune.loop.offline import DatasetInput
+from ajax_tune.memory import check_state_fits
 from ajax_tune.samplers import TaskHistogram, TaskSampler, make_sampler, reads_learning_signal
 
 
@@ -92,12 +93,13 @@ def build_loop(cfg: Config) -> tuple[EpisodeWrapper, TrainLoop]:
         for train in dict.fromkeys([cfg.train, *(m.train for m in cfg.members)]):
             check_run(train)
     dataset = load_dataset(cfg, wrapped, agent) if cfg.train.dataset or getattr(agent, "offline", False) else None
-    heldout_names = None if cfg.heldout is None else heldout_labels(cfg, env)
+    labels = 0 if cfg.heldout is None else heldout_labels(cfg, env)
     return wrapped, TrainLoop(
         wrapped,
         agent,
         cfg.train,
-        heldout_names=heldout_names,
+        num_heldout=labels if isinstance(labels, int) else 0,
+        heldout_names=None if isinstance(labels, int) else labels,
         num_members=cfg.num_members,
         learning_signal=learning_signal(cfg),
         dataset=dataset,
@@ -123,8 +125,9 @@ def program_settings(cfg: Config) -> dict:
     return {**cfg.static_settings(), "learning_signal": learning_signal(cfg)}
 
 
-def heldout_labels(cfg: Config, env) -> tuple[str, ...]:
-    """The held-out tasks' names in results, checked against the env (a named set it has)."""
+def heldout_labels(cfg: Config, env) -> tuple[str, ...] | int:
+    """The held-out tasks' names in results (or their count, named by index), checked against the
+    env (a named set it has)."""
     try:
         return cfg.heldout.labels(env)
     except ConfigError as exc:
@@ -148,10 +151,14 @@ def load_dataset(cfg: Config, env: EpisodeWrapper, agent) -> DatasetInput:
     return DatasetInput(datasets.load(path, env, continuous=agent.continuous), str(path))
 
 
-def build_run(cfg: Config, env) -> RunStart:
-    """The start of a fresh run, each part checked against the env."""
+def build_run(cfg: Config, env, loop=None) -> RunStart:
+    """The start of a fresh run, each part checked against the env; with the run's `loop`, its
+    memory too (`memory.check_state_fits`), once the tasks are checked and before a held-out set
+    is drawn (an env may compute shapes by building something; a set may be too large to draw)."""
     refuse_tasks_without_fields(env, cfg)
     levels, start_task = start_task_of(env, cfg)
+    if loop is not None:
+        check_state_fits(loop, cfg.resources.gpu)
     task_fn = resolve_callable(cfg.env_task_fn, "env_task_fn") if cfg.env_task_fn else None
     given: set[int] = set()  # the ids of objects a member already holds: every other member gets a copy
     members = []

@@ -58,7 +58,7 @@ def member_keys_of(cfg: Config, loop: TrainLoop, start: RunStart) -> frozenset[s
     keys = {
         *K.RUNNER_KEYS,
         *loop.progress_keys(),
-        *summary_keys(cfg.train.num_seeds, loop.heldout_names, shapes, metrics, health, loop.heldout_cvar),
+        *summary_keys(cfg.train.num_seeds, loop.heldout_names or loop.num_heldout, shapes, metrics, health, loop.heldout_cvar),
         *curriculum_keys(start),
     }
     return frozenset(keys)

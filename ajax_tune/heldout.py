@@ -142,14 +142,15 @@ class HeldOut:
         key = self.count if self.named is None else f"named:{self.named}:{self.count}:{self.seed}"
         return key if self.cvar is None else f"{key}:cvar{self.cvar}"
 
-    def labels(self, env) -> tuple[str, ...]:
-        """Each task's name in results: a named set's own names, else its index."""
+    def labels(self, env) -> tuple[str, ...] | int:
+        """Each task's name in results: a named set's own names, else the count of tasks, named
+        by index (not spelt out: a set may be too large to hold, which the memory check says)."""
         if self.named is not None:
             names, _ = self._named(env)
             return names
         if self.generated:
             _generator(env)
-        return tuple(str(i) for i in range(self.count))
+        return self.count
 
     def _named(self, env) -> tuple[tuple[str, ...], dict[str, np.ndarray]]:
         """The named set's names and batch, or the `num_tasks` of them drawn with `seed`."""

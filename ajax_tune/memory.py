@@ -42,10 +42,11 @@ def state_bytes(loop) -> int:
 
 def working_set(loop) -> tuple[int, str, str]:
     """The least a call holds beside the state at its peak, what makes it, and the settings that
-    shrink it: the unroll's observations (every env, step and lane, in an online loop) or the
-    envs of an evaluation (every episode of every task it evaluates, every lane), whichever is
-    larger. Both follow from the state's shapes: an evaluation episode is one env's state (and
-    a recurrent agent's carry), a step of the unroll at least one env's observation."""
+    shrink it: the unroll's observations (every env, step and lane, in an online loop), the envs
+    of an evaluation (every episode of every task it evaluates, every lane) or those of a level
+    algorithm's scoring (`Needs.scored_levels` x `Needs.scoring_episodes`, every lane), whichever
+    is largest. All follow from the state's shapes: an episode is one env's state (and a recurrent
+    agent's carry), a step of the unroll at least one env's observation."""
     state = loop.abstract_state()
     seeds = loop.config.num_seeds
     lanes = loop.num_members * seeds
@@ -58,10 +59,18 @@ def working_set(loop) -> tuple[int, str, str]:
     tasks = 1 + loop.num_heldout * (2 if loop.heldout_cvar is not None else 1)
     episodes = loop.config.eval_episodes
     evaluation = lanes * tasks * episodes * per_env
-    who = f"{seeds} seeds" if loop.num_members == 1 else f"{loop.num_members} members x {seeds} seeds"
+    needs = loop.level_needs
+    scoring = 0 if needs is None else lanes * needs.scored_levels * needs.scoring_episodes * per_env
+    who = _lanes(loop)
+    if scoring > max(evaluation, rollout):
+        what = (
+            f"the level algorithm's scoring: {needs.scored_levels:,} levels x {needs.scoring_episodes:,} episodes x {who}, "
+            f"{per_env:,} bytes each"
+        )
+        return scoring, what, f"ued.scoring_episodes or the levels ued.algorithm {loop.ued.algorithm!r} scores at once"
     if evaluation >= rollout:
         what = (
-            f"an evaluation's {episodes:,} episodes (train.eval_episodes) x {tasks} task{'s' * (tasks > 1)} x {who}, "
+            f"an evaluation's {episodes:,} episodes (train.eval_episodes) x {tasks:,} task{'s' * (tasks > 1)} x {who}, "
             f"{per_env:,} bytes each"
         )
         return evaluation, what, "train.eval_episodes"
@@ -125,9 +134,8 @@ def check_state_fits(loop, gpu: float = 0.0, who: str = "the trial") -> int:
 
 def _what_is_big(loop) -> str:
     """The settings that make a state large, in the config's words, and its largest array."""
-    members, seeds, capacity = loop.num_members, loop.config.num_seeds, _capacity(loop)
-    lanes = f"{seeds} seeds" if members == 1 else f"{members} members x {seeds} seeds"
-    parts = [f"agent.capacity {capacity:,} transitions x {lanes}" if capacity else lanes]
+    capacity = _capacity(loop)
+    parts = [f"agent.capacity {capacity:,} transitions x {_lanes(loop)}" if capacity else _lanes(loop)]
     paths = jax.tree_util.tree_flatten_with_path(loop.abstract_state())[0]
     path, leaf = max(paths, key=lambda item: int(np.prod(item[1].shape)) * np.dtype(item[1].dtype).itemsize)
     size = int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
@@ -136,6 +144,11 @@ def _what_is_big(loop) -> str:
         f"{size / GIB:.1f} GiB"
     )
     return "; ".join(parts)
+
+
+def _lanes(loop) -> str:
+    seeds = f"{loop.config.num_seeds:,} seed{'s' * (loop.config.num_seeds > 1)}"
+    return seeds if loop.num_members == 1 else f"{loop.num_members:,} members x {seeds}"
 
 
 def _capacity(loop) -> int | None:

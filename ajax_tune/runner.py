@@ -36,7 +36,6 @@ from ajax_tune.expected_keys import check_metric, keys_of, member_keys_of, membe
 from ajax_tune.loop.rollout import make_evaluate
 from ajax_tune.loop.summary import Health
 from ajax_tune.members import Members
-from ajax_tune.memory import check_state_fits
 from ajax_tune.policy import HostPolicy, episode_statistics
 from ajax_tune.population import results as population
 from ajax_tune.population.pbt import lane_gather
@@ -80,8 +79,7 @@ class Runner:
         versions.check_once(stacklevel=2)
         cfg = Config.from_dict(config)
         env, loop = build_loop(cfg)
-        start = build_run(cfg, env)
-        check_state_fits(loop, cfg.resources.gpu)  # after the task is checked: an env may compute its shapes
+        start = build_run(cfg, env, loop)
         named = named_metrics(start.members[0])  # every member's curriculum is built from the same specs
         own = cfg.population is not None  # in a population each member's curriculum sees its member's result
         if named or own:  # the keys are traced (not compiled) only when something names one
@@ -107,8 +105,7 @@ class Runner:
     def _start_run(self) -> None:
         """A fresh run of the members: new state, new curricula, counters at zero."""
         cfg = self.members.config
-        start = build_run(cfg, self.env)  # before compiling anything
-        check_state_fits(self.loop, cfg.resources.gpu)
+        start = build_run(cfg, self.env, self.loop)  # before compiling anything
         pop = cfg.population
         if pop is not None and pop.metric not in (*K.EVAL_KEYS, *K.START_KEYS, *K.TRAIN_KEYS):
             check_metric(pop.metric, member_keys_of(cfg, self.loop, start), "population.select.metric")

@@ -159,7 +159,8 @@ class NCC(LevelAlgorithm):
 
     @classmethod
     def needs(cls, settings: NCCSettings) -> Needs:
-        return Needs(success=True, scoring_episodes=settings.scoring_episodes)
+        # the buffer is scored at once, then the candidates (their count known only with num_envs)
+        return Needs(success=True, scoring_episodes=settings.scoring_episodes, scored_levels=settings.buffer_size)
 
     @classmethod
     def check(cls, settings: NCCSettings, run: RunShape) -> list[str]:

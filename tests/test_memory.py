@@ -115,3 +115,33 @@ def test_needed_bytes_count_the_state_and_the_working_set():
     loop = build_loop(Config.from_dict(corridor()))[1]
     expected = int((memory.state_bytes(loop) + memory.working_set(loop)[0]) * (1 + memory.MARGIN_FRACTION))
     assert memory.needed_bytes(loop) == expected + memory.MARGIN_BYTES
+
+
+def test_a_heldout_set_too_large_to_evaluate_is_refused_before_it_is_drawn():
+    """A trillion held-out tasks: refused from their count, before a task is drawn or named."""
+    from tests.support.helpers import assert_refused_before_compiling
+
+    config = {**corridor(eval_episodes=2), "heldout": {"space": {"length": [1, 32]}, "num_tasks": 10**12}}
+    assert_refused_before_compiling(
+        config, r"GiB of it for an evaluation's 2 episodes \(train.eval_episodes\) x 1,000,000,000,001 tasks x 2 seeds"
+    )
+
+
+def test_a_level_algorithms_scoring_counts_the_levels_it_scores_at_once():
+    """SFL plays `candidates` levels `scoring_episodes` times each in one vmapped evaluation
+    (`Needs.scored_levels`): a trillion candidates are refused by name before compiling."""
+    from tests.support.helpers import assert_refused_before_compiling
+
+    sfl = {"algorithm": "sfl", "candidates": 10**12, "keep": 8, "scoring_episodes": 2}
+    assert_refused_before_compiling(
+        {**corridor(), "ued": sfl},
+        r"GiB of it for the level algorithm's scoring: 1,000,000,000,000 levels x 2 episodes x 2 seeds, \d+ bytes each; "
+        r".* lower ued.scoring_episodes or the levels ued.algorithm 'sfl' scores at once$",
+    )
+    small = build_loop(Config.from_dict({**corridor(), "ued": {**sfl, "candidates": 64}}))[1]
+    plain = build_loop(Config.from_dict(corridor()))[1]
+    per_env = memory._bytes(small.abstract_state().env) // (2 * small.program.num_envs)
+    assert small.level_needs.scored_levels == 64
+    scoring, what, _ = memory.working_set(small)
+    assert scoring == 2 * 64 * 2 * per_env > memory.working_set(plain)[0]  # 2 seeds x 64 levels x 2 episodes
+    assert what.startswith("the level algorithm's scoring: 64 levels x 2 episodes x 2 seeds")

@@ -30,7 +30,7 @@ from ajax_tune.loop.state import CallOutput, TrainState
 from ajax_tune.loop.summary import summarize
 from ajax_tune.loop.ued import AGENT_UPDATES
 from ajax_tune.results import keys as K
-from ajax_tune.ued import LevelSettings, RunShape, make_level_algorithm, row_keys
+from ajax_tune.ued import LevelSettings, Needs, RunShape, make_level_algorithm, resolve_algorithm, row_keys
 
 
 class TrainLoop:
@@ -56,14 +56,11 @@ class TrainLoop:
         self.env = env if isinstance(env, EpisodeWrapper) else EpisodeWrapper(env)
         self.agent, self.config, self.dataset = agent, config, dataset
         self.learning_signal = bool(learning_signal)
-        # the held-out tasks, by the names results give them (their indices unless named)
-        if heldout_names is not None:
-            self.heldout_names = tuple(str(name) for name in heldout_names)
-            if num_heldout and num_heldout != len(self.heldout_names):
-                raise ConfigError(f"num_heldout ({num_heldout}) and heldout_names ({len(self.heldout_names)}) disagree")
-        else:
-            self.heldout_names = tuple(str(i) for i in range(int(num_heldout)))
-        self.num_heldout = len(self.heldout_names)
+        # the held-out tasks, by the names results give them (None: by index, never spelt out here)
+        self.heldout_names = None if heldout_names is None else tuple(str(name) for name in heldout_names)
+        if self.heldout_names is not None and num_heldout and num_heldout != len(self.heldout_names):
+            raise ConfigError(f"num_heldout ({num_heldout}) and heldout_names ({len(self.heldout_names)}) disagree")
+        self.num_heldout = int(num_heldout) if self.heldout_names is None else len(self.heldout_names)
         self.heldout_cvar = heldout_cvar if self.num_heldout else None
         rescore = self.heldout_cvar is not None
         if int(num_members) < 1:
@@ -71,6 +68,8 @@ class TrainLoop:
         self.num_members = int(num_members)
         lanes = self.num_members * config.num_seeds
         self.ued = ued
+        #: what the level algorithm asks of the program (None without one): the memory check reads it
+        self.level_needs: Needs | None = None if ued is None else resolve_algorithm(ued.algorithm).needs(ued)
         if dataset is None:
             self.program = make_program(
                 self.env,

@@ -65,6 +65,9 @@ class Needs:
     generator: bool = True  # a level generator, key -> level
     mutator: bool = False  # a mutator, (key, level, num_edits) -> level
     scoring_episodes: int = 0  # episodes per level of `LevelTools.evaluate` (0: no evaluation)
+    #: levels an update scores at once with `LevelTools.evaluate` (a `vmap` over them): with
+    #: `scoring_episodes`, the envs the scoring holds, which the memory check counts before compiling
+    scored_levels: int = 0
 
 
 @dataclasses.dataclass(frozen=True)

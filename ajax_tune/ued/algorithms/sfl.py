@@ -55,7 +55,7 @@ class SFL(LevelAlgorithm):
 
     @classmethod
     def needs(cls, settings: SFLSettings) -> Needs:
-        return Needs(success=True, scoring_episodes=settings.scoring_episodes)
+        return Needs(success=True, scoring_episodes=settings.scoring_episodes, scored_levels=settings.candidates)
 
     @classmethod
     def check(cls, settings: SFLSettings, run: RunShape) -> list[str]:
