@@ -3,9 +3,9 @@ train in, known before anything is allocated.
 
 The whole state (parameters, optimiser, env states, a replay buffer, for every seed) is one
 pytree whose size follows from shapes alone: `TrainLoop.abstract_state()` traces it without
-compiling or allocating. A call holds more at its peak: the unroll's observations, or the envs of
-an evaluation (`train.eval_episodes` of them per task and lane); their least size follows from the
-same shapes. Without this check, a replay buffer of a large capacity times many seeds, or an
+compiling or allocating. A call holds more at its peak: the unroll's observations, the envs of an
+evaluation (`train.eval_episodes` of them per task and lane) or of a level algorithm's scoring;
+their least size follows from the same shapes. Without this check, a replay buffer of a large capacity times many seeds, or an
 evaluation of a billion episodes, fails only on the first call, after compiling, with an
 allocation error deep in XLA, or the kernel kills the trial's worker. `Runner.check` and every
 `Runner` apply it.
@@ -126,7 +126,12 @@ def check_state_fits(loop, gpu: float = 0.0, who: str = "the trial") -> int:
             raise ConfigError(
                 f"{who} needs about {need / GIB:.1f} GiB, {working / GIB:.1f} GiB of it for {what}; {machine}; lower {settings}"
             )
-        lower = "agent.capacity or train.num_seeds" if _capacity(loop) else "train.num_seeds or the agent's sizes"
+        if _largest(loop)[0].startswith("ued."):
+            lower = f"the sizes of ued.algorithm {loop.ued.algorithm!r} (its buffer)"
+        elif _capacity(loop):
+            lower = "agent.capacity or train.num_seeds"
+        else:
+            lower = "train.num_seeds or the agent's sizes"
         lower += " (or the population's size)" if loop.num_members > 1 else ""
         raise ConfigError(f"{who} needs about {need / GIB:.1f} GiB of state ({_what_is_big(loop)}); {machine}; lower {lower}")
     return need
@@ -136,14 +141,17 @@ def _what_is_big(loop) -> str:
     """The settings that make a state large, in the config's words, and its largest array."""
     capacity = _capacity(loop)
     parts = [f"agent.capacity {capacity:,} transitions x {_lanes(loop)}" if capacity else _lanes(loop)]
-    paths = jax.tree_util.tree_flatten_with_path(loop.abstract_state())[0]
-    path, leaf = max(paths, key=lambda item: int(np.prod(item[1].shape)) * np.dtype(item[1].dtype).itemsize)
-    size = int(np.prod(leaf.shape)) * np.dtype(leaf.dtype).itemsize
-    parts.append(
-        f"the largest array {jax.tree_util.keystr(path).lstrip('.')} {list(leaf.shape)} {np.dtype(leaf.dtype).name}, "
-        f"{size / GIB:.1f} GiB"
-    )
+    path, leaf = _largest(loop)
+    size = _bytes(leaf)
+    parts.append(f"the largest array {path} {list(leaf.shape)} {np.dtype(leaf.dtype).name}, {size / GIB:.1f} GiB")
     return "; ".join(parts)
+
+
+def _largest(loop) -> tuple[str, jax.ShapeDtypeStruct]:
+    """The state's largest array and its path (`agent.buffer...`, `ued.own.buffer.levels...`)."""
+    paths = jax.tree_util.tree_flatten_with_path(loop.abstract_state())[0]
+    path, leaf = max(paths, key=lambda item: _bytes(item[1]))
+    return jax.tree_util.keystr(path).lstrip("."), leaf
 
 
 def _lanes(loop) -> str:

@@ -145,3 +145,12 @@ def test_a_level_algorithms_scoring_counts_the_levels_it_scores_at_once():
     scoring, what, _ = memory.working_set(small)
     assert scoring == 2 * 64 * 2 * per_env > memory.working_set(plain)[0]  # 2 seeds x 64 levels x 2 episodes
     assert what.startswith("the level algorithm's scoring: 64 levels x 2 episodes x 2 seeds")
+
+
+def test_a_level_buffer_too_large_names_the_level_algorithm_not_the_agent():
+    from tests.support.helpers import assert_refused_before_compiling
+
+    assert_refused_before_compiling(
+        {**corridor(), "ued": {"algorithm": "plr", "buffer_size": 10**12}},
+        r"GiB of state \(2 seeds; the largest array ued\.own\.buffer\..* lower the sizes of ued.algorithm 'plr' \(its buffer\)$",
+    )
