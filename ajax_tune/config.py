@@ -27,7 +27,7 @@ from typing import Any
 from ajax_tune.agents import AGENTS
 from ajax_tune.envs.level_list import level_list
 from ajax_tune.errors import ConfigError
-from ajax_tune.fields import check_keys, config_section, init_only, parse_section, static, static_values, validate
+from ajax_tune.fields import check_keys, init_only, parse_section, static, static_values, validate
 from ajax_tune.heldout import HeldOut
 from ajax_tune.imports import Registry, resolve_import
 from ajax_tune.loop import LoopConfig
@@ -69,10 +69,15 @@ class EnvConfig:
             raise ConfigError(f"env.level must be in [0, {count - 1}] (env.levels has {count}), got {self.level}")
 
 
-@config_section("resources")
+@dataclasses.dataclass(frozen=True)
 class ResourcesConfig:
-    cpu: float = static(1.0, ge=0.0, doc="CPUs per trial")
+    cpu: float = static(1.0, ge=0.0, doc="CPUs per trial (0 only beside a GPU)")
     gpu: float = static(0.0, ge=0.0, doc="GPUs per trial (fractions share a GPU)")
+
+    def __post_init__(self):
+        validate(self, "resources")
+        if not self.cpu and not self.gpu:
+            raise ConfigError("resources asks for nothing (cpu 0, gpu 0): a trial needs part of a CPU or a GPU to run on")
 
 
 _AGENTS = Registry("agent.name", AGENTS, imports="module:Class")

@@ -122,6 +122,19 @@ def test_local_run_refuses_more_cpus_than_the_machine_has(experiment, tmp_path, 
     assert not ray.is_initialized()
 
 
+def test_a_trial_that_asks_for_no_resources_is_one_line_before_ray_starts(experiment, tmp_path, capsys):
+    """cpu 0 beside no GPU: Ray would refuse the trial's placement with a traceback; a GPU trial
+    may ask for no CPU (its config passes the check, and is refused only for the GPU it lacks here)."""
+    import ray
+
+    from ajax_tune.config import Config
+
+    code = main(["run", experiment, "--storage-path", str(tmp_path / "r"), "--set", "trial.resources={cpu: 0}"])
+    one_line_error(capsys, code, "resources asks for nothing (cpu 0, gpu 0): a trial needs part of a CPU or a GPU")
+    assert not ray.is_initialized()
+    assert Config.from_dict({"resources": {"cpu": 0, "gpu": 0.5}}).resources.gpu == 0.5
+
+
 # -- 10. the sections outside `trial`, and the metrics they name -------------------------------
 
 
