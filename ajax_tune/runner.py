@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ajax_tune import versions
-from ajax_tune.build import build_loop, build_run, load_dataset, named_metrics, program_settings
+from ajax_tune.build import RunStart, build_loop, build_run, load_dataset, named_metrics, program_settings
 from ajax_tune.checkpoint import CheckpointError, TrialRecord, nonfinite_leaves, refuse_nonfinite, trial_salt
 from ajax_tune.config import Config
 from ajax_tune.curriculum import CurriculumError
@@ -92,20 +92,22 @@ class Runner:
 
     # -- the program and a run -----------------------------------------------------------
 
-    def _train_members(self, members: Members) -> None:
-        """Train `members` from here on, on a program built for their lanes (the one it
-        replaces retired). Their state and curricula are the caller's to set."""
-        env, loop = build_loop(members.config)  # a failure leaves everything as it was
+    def _train_members(self, members: Members, built: tuple | None = None) -> None:
+        """Train `members` from here on, on a program built for their lanes (`built`, the env and
+        loop `build_loop` made for them, or built here; the one it replaces retired). Their state
+        and curricula are the caller's to set."""
+        env, loop = built or build_loop(members.config)  # a failure leaves everything as it was
         if self.loop is not None:
             self.retired_compilations += self.loop.compilations
         self.members, self.env, self.loop = members, env, loop
         self._evaluators: dict[int, Any] = {}
         self._gather = lane_gather()  # PBT's exploit, compiled on first use
 
-    def _start_run(self) -> None:
-        """A fresh run of the members: new state, new curricula, counters at zero."""
+    def _start_run(self, start: RunStart | None = None) -> None:
+        """A fresh run of the members (from `start`, the parts `build_run` checked for them, or
+        built here): new state, new curricula, counters at zero."""
         cfg = self.members.config
-        start = build_run(cfg, self.env, self.loop)  # before compiling anything
+        start = start or build_run(cfg, self.env, self.loop)  # before compiling anything
         pop = cfg.population
         if pop is not None and pop.metric not in (*K.EVAL_KEYS, *K.START_KEYS, *K.TRAIN_KEYS):
             check_metric(pop.metric, member_keys_of(cfg, self.loop, start), "population.select.metric")
@@ -146,13 +148,18 @@ class Runner:
         if not rebuild and new.train.dataset != self.members.config.train.dataset:  # a run's input: only its shape is static
             dataset = load_dataset(new, self.env, self.loop.agent)
             rebuild = not self.loop.dataset.fits(dataset)
+        # every check (the new program's memory included) before anything of the run is replaced
+        members = Members(new)
         if rebuild:
-            self._train_members(Members(new))
+            env, loop = build_loop(new)
+            start = build_run(new, env, loop)
+            self._train_members(members, (env, loop))
         else:
+            start = build_run(new, self.env, self.loop)
             self.loop.reconfigure(new.train, new.agent, dataset=dataset)
-            self.members = Members(new)
+            self.members = members
         self.config = new
-        self._start_run()
+        self._start_run(start)
         return rebuild
 
     # -- training ------------------------------------------------------------------------

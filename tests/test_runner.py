@@ -175,6 +175,23 @@ def test_reconfigure_rebuilds_only_for_static_changes():
     assert r.loop is loop and loop.agent.config.gamma == 0.9 and loop.config is r.config.train
 
 
+def test_a_refused_reconfigure_leaves_the_run_as_it_was():
+    """Refused for memory (a new program) or for its task (the same program), before anything is
+    replaced: the runner trains on, on its program, config and state, without compiling again."""
+    from ajax_tune.errors import TaskError
+
+    r = Runner(corridor_config())
+    r.train()
+    loop, config, state, agent_config = r.loop, r.config, r.state, r.loop.agent.config
+    huge = corridor_config(train={**corridor_config()["train"], "eval_episodes": 10**12})
+    with pytest.raises(ConfigError, match=r"GiB of it for an evaluation's 1,000,000,000,000 episodes"):
+        r.reconfigure(huge)
+    with pytest.raises(TaskError, match="task field 'length' expected integer scalar in"):
+        r.reconfigure(corridor_config(lr=1e-3, env={"task": {"length": 99}}))
+    assert r.loop is loop and r.config is config and r.state is state and loop.agent.config is agent_config
+    assert r.train()["perf/compilations"] == 1
+
+
 def test_the_loop_takes_a_new_runs_sections_and_refuses_a_static_change():
     """`TrainLoop.reconfigure` is how a runner keeps its program: what a run reads changes,
     a setting the program closed over is refused in one line and changes nothing."""
