@@ -111,10 +111,15 @@ def test_the_evaluation_counts_every_heldout_task_and_its_rescoring():
     assert memory.working_set(plain)[0] == 2 * 64 * per_env
 
 
-def test_needed_bytes_count_the_state_and_the_working_set():
-    loop = build_loop(Config.from_dict(corridor()))[1]
-    expected = int((memory.state_bytes(loop) + memory.working_set(loop)[0]) * (1 + memory.MARGIN_FRACTION))
-    assert memory.needed_bytes(loop) == expected + memory.MARGIN_BYTES
+def test_a_larger_evaluation_needs_more_memory_with_the_same_state():
+    """eval_episodes does not change the state, only what a call holds: the need grows by the
+    extra evaluation's envs (and the margin's share of them), nothing else."""
+    small, large = (build_loop(Config.from_dict(corridor(eval_episodes=n)))[1] for n in (1024, 4096))
+    assert memory.state_bytes(small) == memory.state_bytes(large)
+    per_env = memory._bytes(small.abstract_state().env) // (2 * small.program.num_envs)
+    extra = memory.working_set(large)[0] - memory.working_set(small)[0]
+    assert extra == 2 * (4096 - 1024) * per_env > 0  # 2 seeds, one task
+    assert memory.needed_bytes(large) - memory.needed_bytes(small) == pytest.approx(extra * (1 + memory.MARGIN_FRACTION), abs=2)
 
 
 def test_a_heldout_set_too_large_to_evaluate_is_refused_before_it_is_drawn():

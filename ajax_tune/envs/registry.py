@@ -75,13 +75,11 @@ def make_env(name: str, **kwargs) -> Env:
     """Build an env by name: a built-in, a registered one, a suite's (`brax/<name>`, `gymnax/<id>`,
     `jaxued/maze`, ...) or "module:factory" (a callable returning an `Env`)."""
     factory = ENVS.resolve(name)
-    if not ENVS.is_import_path(name):
-        check_kwargs(name, factory, kwargs)
-        return factory(**kwargs)
-    if not callable(factory):
+    imported = ENVS.is_import_path(name)
+    if imported and not callable(factory):
         raise ConfigError(f"env.name {name!r} must name a callable that returns an Env, got {factory!r}")
     check_kwargs(name, factory, kwargs)
     env = factory(**kwargs)
-    if not isinstance(env, Env):
+    if imported and not isinstance(env, Env):
         raise ConfigError(f"env.name {name!r} must return an ajax_tune.envs.Env, got {type(env).__name__}")
     return env
