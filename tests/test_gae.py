@@ -89,7 +89,8 @@ def test_successor_values_from_the_next_step_equal_those_computed_for_every_step
     """Knowing the time limit, PPO computes a successor's value afresh only where a time limit cut
     the episode (and at the unroll's end) and takes the next step's value elsewhere: on real
     unrolls of cartpole cut every 7 steps, with episodes carried over between unrolls, the values
-    and advantages equal those computed for every step, feed-forward and recurrent."""
+    and advantages equal those computed for every step, feed-forward and recurrent; and the
+    recurrent form's values and carries, recorded while acting, equal the unroll replayed."""
     from ajax_tune.agents import make_agent
     from ajax_tune.agents.base import Carries, Clock, reset_carry
     from ajax_tune.config import Config
@@ -116,6 +117,14 @@ def test_successor_values_from_the_next_step_equal_those_computed_for_every_step
         extra = {"carries": carries} if recurrent else {}
         return jax.jit(lambda s: agent.value_estimates(s, batch, clock, **extra))(state)
 
+    def replayed(batch, carries, episode_limit):
+        """The recurrent form's estimates with the unroll replayed rather than read from what
+        the rollout recorded while acting."""
+        clock = Clock(jnp.float32(0), jnp.float32(1), episode_limit)
+        obs, next_obs = batch.obs, lambda: batch.next_obs  # noqa: E731 (no normaliser)
+        run = lambda s: agent._estimates(s.params, s.hp, batch, batch.reward, obs, next_obs, clock, carries)[:2]  # noqa: E731
+        return jax.jit(run)(state)
+
     cut = 0
     for i in range(3):
         fresh = env_state.episode.done if recurrent else None
@@ -129,4 +138,8 @@ def test_successor_values_from_the_next_step_equal_those_computed_for_every_step
         (value, adv), (value_all, adv_all) = estimates(batch, carries, limit), estimates(batch, carries, 0)
         np.testing.assert_allclose(np.asarray(value), np.asarray(value_all), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.asarray(adv), np.asarray(adv_all), rtol=1e-5, atol=1e-5)
+        if recurrent:  # the values and carries recorded while acting are the replay's
+            value_replayed, adv_replayed = replayed(batch, carries, limit)
+            np.testing.assert_allclose(np.asarray(value), np.asarray(value_replayed), rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(np.asarray(adv), np.asarray(adv_replayed), rtol=1e-5, atol=1e-5)
     assert cut >= 4  # the unrolls held steps a time limit cut

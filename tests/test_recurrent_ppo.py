@@ -103,6 +103,42 @@ def test_the_replay_computes_flaxs_cell(cell):
     close(jax.jit(agent.trunk.step)(params, start, obs[0]), jax.jit(agent.trunk.apply)(params, start, obs[0]))
 
 
+@pytest.mark.heavy
+def test_the_lstms_written_out_backward_pass_gives_jaxs_gradients():
+    """The loss's LSTM (`agents/lstm.py`: the reverse loop carries only the state's gradient, the
+    recurrent kernel's is one product after it) has the gradients JAX derives for flax's cell
+    applied step by step: for every trunk parameter (the input side included) and the start
+    carries, across restarts, to float32 rounding."""
+    env = make_env("cartpole", hide_velocities=True)
+    agent = RecurrentPPO(PPOConfig(**TINY, recurrent={"cell": "lstm", "size": 8}), env.observation_space, env.action_space)
+    params = agent.init(jax.random.key(0)).params["trunk"]
+    k_obs, k_reset, k_start, k_weights = jax.random.split(jax.random.key(2), 4)
+    obs = jax.random.normal(k_obs, (16, 4, 2))
+    reset = jax.random.bernoulli(k_reset, 0.2, (16, 4))
+    start = jax.tree.map(lambda z: jax.random.normal(k_start, z.shape), agent.init_carry(4))
+    weights = jax.random.normal(k_weights, (16, 4, 8))  # a loss that reads every step differently
+
+    def flax_step(params, carry, xs):
+        x, fresh = xs
+        carry = jax.tree.map(lambda z, c: jax.numpy.where(fresh[:, None], z, c), agent.init_carry(4), carry)
+        return agent.trunk.apply(params, carry, x)
+
+    def flax_loss(params, start):
+        features = jax.lax.scan(lambda c, xs: flax_step(params, c, xs), start, (obs, reset))[1]
+        return jax.numpy.sum(jax.numpy.sin(features) * weights)
+
+    def ours(params, start):
+        return jax.numpy.sum(jax.numpy.sin(agent.trunk.features(params, start, obs, reset)) * weights)
+
+    expected = jax.jit(jax.value_and_grad(flax_loss, argnums=(0, 1)))(params, start)
+    got = jax.jit(jax.value_and_grad(ours, argnums=(0, 1)))(params, start)
+    leaves = list(zip(*map(jax.tree.leaves, (got, expected))))
+    assert len(leaves) > 6  # the loss, the encoder's and cell's parameters, both start carries
+    for x, y in leaves:
+        assert np.any(np.asarray(y) != 0)  # every gradient is there to compare
+        np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 @pytest.mark.heavy
 def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothing(cell):

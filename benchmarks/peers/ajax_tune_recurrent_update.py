@@ -1,7 +1,8 @@
 """One recurrent PPO update of ours on maze_plr.py's shapes, timed alone: `[256, 32]` steps of
 JaxUED's 13 x 13 maze observations (random, as the peer's worker draws them), LSTM 256, conv 16,
 heads of 32, one minibatch, `epochs` epochs; and the forward pass the level scores read
-(`value_estimates`), which also gives the update its values. Settings: `agent` (the trial's agent section), `epochs`, `runs`.
+(`value_estimates`: GAE over the values the rollout recorded, and the successors a time limit
+cut), which also gives the update its values. Settings: `agent` (the trial's agent section), `epochs`, `runs`.
 
 Prints one `RESULT {...}` line (protocol.py).
 """
@@ -47,6 +48,9 @@ batch = PPOTransition(
 )
 carries = Carries(start=agent.init_carry(B), reset=jnp.concatenate([jnp.zeros((1, B), bool), (done | cut)[:-1]]))
 state = agent.init(jax.random.key(1))
+# What the rollout records while acting (each step's value and the carry it left), as it would have
+features, after = agent._replay(state.params["trunk"], carries.start, batch.obs, carries.reset)
+batch = batch.replace(value=agent._value(state.params["value"], features), after=after)
 clock = Clock(jnp.float32(0.0), jnp.float32(1e7), 250)  # the env's time limit, as the loop gives it
 forward = jax.jit(lambda s: agent.value_estimates(s, batch, clock, carries))
 # In a level algorithm's update the values come from the scores' forward pass, as maze_plr.py's

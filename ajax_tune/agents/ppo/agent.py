@@ -47,6 +47,9 @@ class PPOTransition:
     truncated: jax.Array
     valid: jax.Array  # false for steps of an env whose episode had already ended
     next_obs: jax.Array  # the true successor, also when the env is reset right after
+    # What the recurrent form records while acting, so that nothing replays the unroll for them:
+    value: Any = None  # the value of each step under the parameters that collected it
+    after: Any = None  # the carry each step left (before any reset), for a successor of its own
 
 
 class PPO(AgentBase):
@@ -155,11 +158,13 @@ class PPO(AgentBase):
         return not (self.config.normalize_observations or self.config.normalize_rewards)
 
     def value_estimates(self, state: PPOState, batch: PPOTransition, clock: Clock, carries=None):
-        """The values and GAE advantages of an unroll under the current parameters, learning
+        """The values and GAE advantages of an unroll under the state that collected it, learning
         nothing: what a level buffer scores levels by (`ued`)."""
         obs = self.obs_norm(state.obs_norm, batch.obs)
         next_obs = lambda: self.obs_norm(state.obs_norm, batch.next_obs)  # noqa: E731
-        value, advantage, _ = self._estimates(state.params, state.hp, batch, batch.reward, obs, next_obs, clock, carries)
+        value, advantage, _ = self._estimates(
+            state.params, state.hp, batch, batch.reward, obs, next_obs, clock, carries, recorded=True
+        )
         return value, advantage
 
     def _targets(self, state: PPOState, batch, reward, obs, next_obs, clock: Clock, estimates, carries=None):
@@ -168,12 +173,16 @@ class PPO(AgentBase):
         if estimates is not None and self.reuses_estimates:
             value, advantage = estimates
             return advantage, advantage + value
-        _, advantage, target = self._estimates(state.params, state.hp, batch, reward, obs, next_obs, clock, carries)
+        recorded = not self.config.normalize_observations  # else the update moved the normaliser first
+        _, advantage, target = self._estimates(
+            state.params, state.hp, batch, reward, obs, next_obs, clock, carries, recorded=recorded
+        )
         return advantage, target
 
-    def _estimates(self, params, hp, batch: PPOTransition, reward, obs, next_obs, clock: Clock, carries=None):
+    def _estimates(self, params, hp, batch: PPOTransition, reward, obs, next_obs, clock: Clock, carries=None, recorded=False):
         """Values, GAE advantages and value targets of an unroll (`next_obs()`: its successors,
-        normalised as `obs`)."""
+        normalised as `obs`). `recorded`: whether `params` and `obs` are those the unroll was
+        collected with, so values the rollout recorded hold (the feed-forward form records none)."""
         value = self._value(params["value"], obs)
 
         def successors(steps):

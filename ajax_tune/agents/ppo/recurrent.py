@@ -18,6 +18,7 @@ import numpy as np
 
 from ajax_tune.agents.base import Carries, Clock
 from ajax_tune.agents.encoders import ConvEncoder, make_encoder
+from ajax_tune.agents.lstm import lstm_features
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
@@ -108,6 +109,31 @@ class RecurrentTrunk(nn.Module):
         """`__call__` through `encode` and `advance`."""
         return self.advance(self.recurrent_weights(params), carry, self.encode(params, obs))
 
+    def features(self, params, start, obs, reset):
+        """The cell's outputs over `[T, B]` observations from the carries `start`, a fresh carry
+        where `reset` holds: what a loss differentiates. The LSTM's backward pass is written out
+        (`agents/lstm.py`); the GRU's is JAX's."""
+        encoded = self.encode(params, obs)
+        if self.cell == "lstm":
+            return lstm_features(*self.recurrent_weights(params), start, encoded, reset)
+        return self.unroll(params, start, encoded, reset)[0]
+
+    def unroll(self, params, start, encoded, reset):
+        """The cell over `encode`'s output for `[T, B]` steps: each step's features and the carry
+        after it."""
+        fresh_carry, weights = self.zeros(reset.shape[1]), self.recurrent_weights(params)
+
+        def step(carry, xs):
+            encoded, fresh = xs
+            carry = _where_fresh(fresh, fresh_carry, carry)
+            carry, features = self.advance(weights, carry, encoded)
+            return carry, (features, carry)
+
+        # Not unrolled: on the CPU unrolling 8 steps per iteration compiled 1.6x longer and ran slower
+        # (the retired recurrent study, benchmarks/README.md).
+        _, (features, after) = jax.lax.scan(step, start, (encoded, reset))
+        return features, after
+
 
 def _where_fresh(fresh, new, carry):
     return jax.tree.map(lambda n, c: jnp.where(fresh[:, None], n, c), new, carry)
@@ -145,35 +171,31 @@ class RecurrentPPO(PPO, form="recurrent"):
         if deterministic:
             return self.to_env(self.dist.mode(logits)), {}, carry
         raw = self.dist.sample_no_postprocessing(logits, key)
-        extras = {"raw_action": raw, "log_prob": self.dist.log_prob(logits, raw)}
+        # the value and the carry left, recorded while acting: the trunk has just computed them
+        value = self._value(state.params["value"], features)
+        extras = {"raw_action": raw, "log_prob": self.dist.log_prob(logits, raw), "value": value, "after": carry}
         return self.to_env(self.dist.postprocess(raw)), extras, carry
+
+    def transition(self, obs, action, extras, next_state) -> PPOTransition:
+        return super().transition(obs, action, extras, next_state).replace(value=extras["value"], after=extras["after"])
 
     def _replay(self, trunk_params, start, obs, reset):
         """The cell over `[T, B]` normalised observations from the `[B]` carries `start`,
         restarting where `reset` says: each step's features and the carry after it. The encoder
         and the input-side products run once over the whole unroll, not inside the loop."""
-        fresh_carry = self.trunk.zeros(obs.shape[1])
-        weights = self.trunk.recurrent_weights(trunk_params)
-
-        def step(carry, xs):
-            encoded, fresh = xs
-            carry = _where_fresh(fresh, fresh_carry, carry)
-            carry, features = self.trunk.advance(weights, carry, encoded)
-            return carry, (features, carry)
-
-        xs = (self.trunk.encode(trunk_params, obs), reset)
-        # Not unrolled: on the CPU unrolling 8 steps per iteration compiled 1.6x longer and ran slower
-        # (the retired recurrent study, benchmarks/README.md).
-        _, (features, after) = jax.lax.scan(step, start, xs)
-        return features, after
+        return self.trunk.unroll(trunk_params, start, self.trunk.encode(trunk_params, obs), reset)
 
     # -- learning ------------------------------------------------------------------------
 
-    def _estimates(self, params, hp, batch, reward, obs, next_obs, clock: Clock, carries: Carries = None):
-        """`PPO._estimates` with the cell: the unroll replayed for its values; a successor of its
-        own (where `successor_values` needs one) read by the cell from the carry its step left."""
-        features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
-        value = self._value(params["value"], features)
+    def _estimates(self, params, hp, batch, reward, obs, next_obs, clock: Clock, carries: Carries = None, recorded=False):
+        """`PPO._estimates` with the cell: the values the rollout recorded (`recorded`), else the
+        unroll replayed for them; a successor of its own (where `successor_values` needs one)
+        read by the cell from the carry its step left."""
+        if recorded:
+            value, after = batch.value, batch.after
+        else:
+            features, after = self._replay(params["trunk"], carries.start, obs, carries.reset)
+            value = self._value(params["value"], features)
 
         def successors(steps):
             later, left = next_obs(), after
@@ -200,7 +222,7 @@ class RecurrentPPO(PPO, form="recurrent"):
 
         def loss(params, minibatch, k):
             start, steps = minibatch
-            features, _ = self._replay(params["trunk"], start, steps["obs"], steps["reset"])
+            features = self.trunk.features(params["trunk"], start, steps["obs"], steps["reset"])
             logits = self.policy.apply(params["policy"], features)
             return clipped_objective(logits, lambda: self._value(params["value"], features), steps, hp, k, self.dist)
 
