@@ -319,6 +319,7 @@ def update_summary(runs: dict[str, list[dict]]) -> dict:
     out["how_to_read"] = (
         "Seconds per call, median of 5 timed calls per process and of the processes over rounds. "
         "fixed_s is what an update costs besides its epochs; forward_s is ajax_tune's value_estimates "
-        "(the unroll replayed, the successor of every step, GAE) against maze_plr.py's network over the unroll."
+        "(GAE over the values its rollout recorded, and the successors a time limit cut) against maze_plr.py's "
+        "network over the unroll (what its rollout computes for them). A negative fixed_s is noise in the split."
     )
     return out

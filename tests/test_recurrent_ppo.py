@@ -139,6 +139,46 @@ def test_the_lstms_written_out_backward_pass_gives_jaxs_gradients():
         np.testing.assert_allclose(x, y, rtol=2e-5, atol=1e-6)
 
 
+@pytest.mark.heavy
+@pytest.mark.parametrize("normalize", [False, True])
+def test_the_update_reads_the_recorded_values_only_where_its_normaliser_did_not_move(normalize):
+    """The values a rollout recorded while acting hold for the parameters and observation
+    normaliser that collected it. The update reads them (the unroll is not replayed for them)
+    unless it normalises observations, whose statistics it moves before computing GAE: then it
+    replays the unroll, and what was recorded does not matter. Shown by corrupting the record."""
+    from ajax_tune.agents.base import Carries, Clock
+    from ajax_tune.agents.ppo.agent import PPOTransition
+
+    env = make_env("cartpole", hide_velocities=True)
+    config = PPOConfig(**TINY, normalize_observations=normalize, recurrent={"cell": "lstm", "size": 8})
+    agent = make_agent("ppo", config, env.observation_space, env.action_space)
+    T, B = TINY["unroll_length"], TINY["num_envs"]
+    k = jax.random.split(jax.random.key(3), 5)
+    done = jax.random.bernoulli(k[1], 0.1, (T, B))
+    batch = PPOTransition(
+        obs=jax.random.normal(k[0], (T, B, 2)) * 3.0 + 1.0,
+        action=jax.random.randint(k[2], (T, B), 0, 2),
+        log_prob=jax.numpy.full((T, B), -0.7),
+        reward=jax.random.uniform(k[3], (T, B)),
+        terminated=done,
+        truncated=jax.numpy.zeros((T, B), bool),
+        valid=jax.numpy.ones((T, B), bool),
+        next_obs=jax.random.normal(k[4], (T, B, 2)),
+    )
+    carries = Carries(start=agent.init_carry(B), reset=jax.numpy.concatenate([jax.numpy.zeros((1, B), bool), done[:-1]]))
+    state = agent.init(jax.random.key(4))
+    features, after = agent._replay(state.params["trunk"], carries.start, batch.obs, carries.reset)
+    recorded = batch.replace(value=agent._value(state.params["value"], features), after=after)
+    corrupted = recorded.replace(value=recorded.value + 5.0)
+    clock = Clock(jax.numpy.float32(0), jax.numpy.float32(1e6))
+    update = jax.jit(lambda b: agent.update(state, b, jax.random.key(5), clock, carries=carries)[1])
+    honest, misled = update(recorded), update(corrupted)
+    if normalize:
+        assert_trees_equal(honest, misled)
+    else:
+        assert float(misled["loss/value"]) > float(honest["loss/value"]) + 1.0
+
+
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 @pytest.mark.heavy
 def test_recurrent_ppo_trains_with_ppo_metrics_and_a_task_change_compiles_nothing(cell):

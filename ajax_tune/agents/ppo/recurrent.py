@@ -5,8 +5,10 @@ A recurrent cell (GRU or LSTM) reads each encoded observation; the policy and va
 its output. The loop keeps one carry per env and starts a fresh one where an episode starts; the
 update replays each env's unroll from the carry it began with, restarting where the loop did,
 and backpropagates through the whole unroll. Minibatches are therefore whole envs' unrolls
-(`num_envs / num_minibatches` envs each) rather than shuffled steps. Everything else, the traced
-settings, the losses, GAE and the metrics, is PPO's.
+(`num_envs / num_minibatches` envs each) rather than shuffled steps. While acting, each step also
+records its value and the carry it left, so GAE and a level algorithm's scores read them rather
+than replaying the unroll once more. Everything else, the traced settings, the losses, GAE and
+the metrics, is PPO's.
 """
 
 from __future__ import annotations
