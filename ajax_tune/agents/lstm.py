@@ -4,9 +4,10 @@ Differentiating a `lax.scan` of the cell makes JAX accumulate the recurrent kern
 inside the reverse loop: one `[H, B] x [B, 4H]` product per step, added to a carried `[H, 4H]`
 sum. Here the reverse loop only carries the state's gradient back (one `[B, 4H] x [4H, H]`
 product per step) and records each step's gate gradients; the kernel's gradient is then one
-product over the whole unroll, `[H, T*B] x [T*B, 4H]`. The arithmetic is the cell's (flax's
-`OptimizedLSTMCell` layout: gates i, f, g, o; the bias on the carry side), the gradients the
-same to float32 rounding (`tests/test_recurrent_ppo.py`); only the order of the sums differs.
+product over the whole unroll, `[H, T*B] x [T*B, 4H]`. Every step is `cell`, the one the
+trunk acts and replays with (flax's `OptimizedLSTMCell` layout: gates i, f, g, o; the bias on
+the carry side); the gradients are JAX's to float32 rounding (`tests/test_recurrent_ppo.py`),
+only the order of the sums differs.
 
 `encoded` is the input side of every step, `x W_i`, computed outside the loop for the whole
 unroll (`RecurrentTrunk.encode`); its gradient is the gates' gradient, handed back to that
@@ -23,20 +24,27 @@ def _fresh(reset, x):
     return jnp.where(reset[:, None], 0.0, x)
 
 
+def cell(kernel, bias, carry, encoded):
+    """One step of the cell for a batch: the next `(c, h)` carry, and the gate activations and
+    tanh of the new cell state, which the backward pass reads (unused elsewhere, so compiled away)."""
+    c, h = carry
+    gates = jnp.dot(h, kernel) + bias + encoded
+    g_i, g_f, g_g, g_o = jnp.split(gates, 4, axis=-1)
+    i, f, g, o = jax.nn.sigmoid(g_i), jax.nn.sigmoid(g_f), jnp.tanh(g_g), jax.nn.sigmoid(g_o)
+    c = f * c + i * g
+    tanh_c = jnp.tanh(c)
+    return (c, o * tanh_c), (i, f, g, o, tanh_c)
+
+
 def _forward(kernel, bias, start, encoded, reset):
     """Every step's output and what the backward pass reads: the carry it began from (after any
     reset), its gate activations and tanh of its cell state."""
 
     def step(carry, xs):
         x, r = xs
-        c, h = _fresh(r, carry[0]), _fresh(r, carry[1])
-        gates = jnp.dot(h, kernel) + bias + x
-        g_i, g_f, g_g, g_o = jnp.split(gates, 4, axis=-1)
-        i, f, g, o = jax.nn.sigmoid(g_i), jax.nn.sigmoid(g_f), jnp.tanh(g_g), jax.nn.sigmoid(g_o)
-        c_new = f * c + i * g
-        tanh_c = jnp.tanh(c_new)
-        h_new = o * tanh_c
-        return (c_new, h_new), (h_new, (c, h, i, f, g, o, tanh_c))
+        carry = (_fresh(r, carry[0]), _fresh(r, carry[1]))
+        new, activations = cell(kernel, bias, carry, x)
+        return new, (new[1], (*carry, *activations))
 
     _, (outputs, saved) = jax.lax.scan(step, start, (encoded, reset))
     return outputs, saved

@@ -20,6 +20,7 @@ import numpy as np
 
 from ajax_tune.agents.base import Carries, Clock
 from ajax_tune.agents.encoders import ConvEncoder, make_encoder
+from ajax_tune.agents.lstm import cell as lstm_cell
 from ajax_tune.agents.lstm import lstm_features
 from ajax_tune.agents.networks import ACTIVATIONS
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
@@ -100,12 +101,8 @@ class RecurrentTrunk(nn.Module):
             n = jnp.tanh(i_n + r * (h_n + bias))
             h = (1.0 - z) * n + z * h
             return h, h
-        c, h = carry
-        h_i, h_f, h_g, h_o = jnp.split(jnp.dot(h, kernel) + bias, 4, axis=-1)
-        i_i, i_f, i_g, i_o = jnp.split(encoded, 4, axis=-1)
-        c = jax.nn.sigmoid(h_f + i_f) * c + jax.nn.sigmoid(h_i + i_i) * jnp.tanh(h_g + i_g)
-        h = jax.nn.sigmoid(h_o + i_o) * jnp.tanh(c)
-        return (c, h), h
+        carry, _ = lstm_cell(kernel, bias, carry, encoded)
+        return carry, carry[1]
 
     def step(self, params, carry, obs):
         """`__call__` through `encode` and `advance`."""
