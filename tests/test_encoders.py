@@ -1,6 +1,7 @@
 """`agent.encoder`: conv layers over the image an env declares (`image_shape`), the same module in
 front of PPO's MLPs, recurrent PPO's cell and DQN's Q-network; refused where there is no image."""
 
+import flax.linen as nn
 import gymnasium
 import jax
 import jax.numpy as jnp
@@ -41,6 +42,39 @@ def test_the_encoder_reads_the_image_row_major_channels_last():
     obs = jnp.arange(12.0)
     params = {"params": {"Conv_0": {"kernel": jnp.ones((1, 1, 2, 1)), "bias": jnp.zeros(1)}}}
     np.testing.assert_array_equal(encoder.apply(params, obs), np.arange(12.0).reshape(2, 3, 2).sum(-1).reshape(-1))
+
+
+@pytest.mark.parametrize("channels, kernel", [((16,), 3), ((8, 4), 2), ((3,), 1), ((2,), 5)])
+def test_the_conv_is_flaxs_nn_conv(channels, kernel):
+    """The encoder's conv, one product over each pixel's patch, against flax's `nn.Conv` (stride 1,
+    VALID) on the same parameters: the same parameter tree and initial values, the same outputs
+    and the same gradients, to float32 rounding."""
+
+    class FlaxConvs(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            for c in channels:
+                x = nn.relu(nn.Conv(c, (kernel, kernel), padding="VALID")(x))
+            return x.reshape(*x.shape[:-3], -1)
+
+    ours = ConvEncoder(IMAGE, channels, kernel)
+    obs = jax.random.uniform(jax.random.PRNGKey(1), (6, 2, OBS.shape[0]))
+    image = obs[..., : np.prod(IMAGE)].reshape(-1, *IMAGE)
+    params = ours.init(jax.random.PRNGKey(0), obs)
+    reference = FlaxConvs().init(jax.random.PRNGKey(0), image)
+    assert jax.tree.structure(params) == jax.tree.structure(reference)
+    jax.tree.map(np.testing.assert_array_equal, params, reference)
+
+    def ours_out(p):
+        return ours.apply(p, obs)[..., : -(OBS.shape[0] - np.prod(IMAGE))].reshape(12, -1)
+
+    def flax_out(p):
+        return FlaxConvs().apply(p, image)
+
+    np.testing.assert_allclose(ours_out(params), flax_out(params), rtol=1e-5, atol=1e-6)
+    weights = jax.random.normal(jax.random.PRNGKey(2), flax_out(params).shape)
+    grads = [jax.grad(lambda p, f=f: jnp.sum(jnp.sin(f(p)) * weights))(params) for f in (ours_out, flax_out)]
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5), *grads)
 
 
 def test_ppo_dqn_and_recurrent_ppo_take_the_encoder():

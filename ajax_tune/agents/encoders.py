@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ajax_tune.agents.networks import Dense
+from ajax_tune.agents.networks import Dense, dense
 from ajax_tune.errors import ConfigError
 from ajax_tune.fields import check_keys, config_section, static
 
@@ -72,6 +72,27 @@ class EncoderConfig:
             )
 
 
+class Conv(nn.Module):
+    """`nn.Conv` with stride 1 and no padding (the same parameters, names and initialisation),
+    computed as one matrix product: each output pixel's `kernel x kernel x C` patch, cut by
+    slicing, times the kernel flattened, through `networks.dense`. The same sums as a
+    convolution; XLA's CPU backend computes the weight gradient of its convolution over a
+    recurrent update's many small images far more slowly than that of a product (the maze
+    update in docs/benchmarks.md)."""
+
+    features: int
+    kernel_size: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        k, channels = self.kernel_size, x.shape[-1]
+        kernel = self.param("kernel", nn.initializers.lecun_normal(), (k, k, channels, self.features), jnp.float32)
+        bias = self.param("bias", nn.initializers.zeros_init(), (self.features,), jnp.float32)
+        rows, cols = x.shape[-3] - k + 1, x.shape[-2] - k + 1
+        patches = jnp.concatenate([x[..., i : i + rows, j : j + cols, :] for i in range(k) for j in range(k)], axis=-1)
+        return dense(patches, kernel.reshape(k * k * channels, self.features), bias)
+
+
 class ConvEncoder(nn.Module):
     """Conv layers over the image part of flat observations of any leading shape."""
 
@@ -86,7 +107,7 @@ class ConvEncoder(nn.Module):
         lead = obs.shape[:-1]
         x = obs[..., :size].reshape(-1, *self.image_shape)
         for channels in self.channels:
-            x = nn.relu(nn.Conv(channels, (self.kernel, self.kernel), padding="VALID")(x))
+            x = nn.relu(Conv(channels, self.kernel)(x))
         features = x.reshape(*lead, -1)
         rest = obs[..., size:]
         if rest.shape[-1] == 0:

@@ -4,7 +4,8 @@ Differentiating a `lax.scan` of the cell makes JAX accumulate the recurrent kern
 inside the reverse loop: one `[H, B] x [B, 4H]` product per step, added to a carried `[H, 4H]`
 sum. Here the reverse loop only carries the state's gradient back (one `[B, 4H] x [4H, H]`
 product per step) and records each step's gate gradients; the kernel's gradient is then one
-product over the whole unroll, `[H, T*B] x [T*B, 4H]`. Every step is `cell`, the one the
+product over the whole unroll, `[H, T*B] x [T*B, 4H]`, of rows (`networks.weight_grad`; as an
+einsum over the two axes `t, b` XLA's CPU backend computes it more slowly). Every step is `cell`, the one the
 trunk acts and replays with (flax's `OptimizedLSTMCell` layout: gates i, f, g, o; the bias on
 the carry side); the gradients are JAX's to float32 rounding (`tests/test_recurrent_ppo.py`),
 only the order of the sums differs.
@@ -18,6 +19,8 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+
+from ajax_tune.agents.networks import weight_grad
 
 
 def _fresh(reset, x):
@@ -81,9 +84,8 @@ def _features_bwd(residuals, d_outputs):
 
     zeros = jnp.zeros_like(d_outputs[0])
     d_start, d_gates = jax.lax.scan(step, (zeros, zeros), (d_outputs, reset, saved), reverse=True)
-    h_before = saved[1]
-    d_kernel = jnp.einsum("tbh,tbg->hg", h_before, d_gates)
-    return d_kernel, jnp.sum(d_gates, axis=(0, 1)), d_start, d_gates, None
+    h_rows, d_rows = saved[1].reshape(-1, kernel.shape[0]), d_gates.reshape(-1, kernel.shape[1])
+    return weight_grad(h_rows, d_rows), jnp.sum(d_rows, axis=0), d_start, d_gates, None
 
 
 lstm_features.defvjp(_features_fwd, _features_bwd)

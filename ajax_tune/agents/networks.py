@@ -57,18 +57,20 @@ def _kernel_grad_cpu(x, g):
 
 
 @jax.custom_batching.custom_vmap
-def _kernel_grad_of_rows(x, g):
+def weight_grad(x, g):
+    """`x^T g` for rows `x` [N, I] and `g` [N, O]: a layer's weight gradient, as the module's
+    docstring describes it for the CPU (the LSTM's recurrent kernel takes its gradient here too)."""
     return jax.lax.platform_dependent(x, g, cpu=_kernel_grad_cpu, default=_kernel_grad)
 
 
-@_kernel_grad_of_rows.def_vmap
+@weight_grad.def_vmap
 def _kernel_grad_batched(axis_size, in_batched, x, g):
     # Batched over several lanes the transposed copy buys nothing: XLA's batched product takes
     # as long in either layout (8 x 512 x 64 here), so it is autodiff's. A batch of one (a
     # loop of one seed) is the plain product again.
     if axis_size == 1:
         squeeze = lambda a, batched: a[0] if batched else a  # noqa: E731
-        return _kernel_grad_of_rows(squeeze(x, in_batched[0]), squeeze(g, in_batched[1]))[None], True
+        return weight_grad(squeeze(x, in_batched[0]), squeeze(g, in_batched[1]))[None], True
     x = x if in_batched[0] else jnp.broadcast_to(x, (axis_size, *x.shape))
     g = g if in_batched[1] else jnp.broadcast_to(g, (axis_size, *g.shape))
     return jnp.einsum("sbi,sbo->sio", x, g), True
@@ -77,7 +79,7 @@ def _kernel_grad_batched(axis_size, in_batched, x, g):
 def _dense_bwd(res, g):
     x, kernel, no_bias = res
     x_rows, g_rows = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
-    d_kernel = _kernel_grad_of_rows(x_rows, g_rows)
+    d_kernel = weight_grad(x_rows, g_rows)
     d_x = jax.lax.dot_general(g, kernel, (((g.ndim - 1,), (1,)), ((), ())))
     return d_x, d_kernel, None if no_bias else jnp.sum(g_rows, axis=0)
 

@@ -22,16 +22,17 @@ from ajax_tune.agents.base import Carries, Clock
 from ajax_tune.agents.encoders import ConvEncoder, make_encoder
 from ajax_tune.agents.lstm import cell as lstm_cell
 from ajax_tune.agents.lstm import lstm_features
-from ajax_tune.agents.networks import ACTIVATIONS
+from ajax_tune.agents.networks import ACTIVATIONS, dense
 from ajax_tune.agents.ppo.agent import PPO, PPOState, PPOTransition
 from ajax_tune.agents.ppo.config import PPOConfig
 from ajax_tune.agents.ppo.losses import clipped_objective, gae, positive_advantage, successor_values
 
 
 def _dense(p, x):
-    """`nn.Dense` over the last axis of `x`, any leading shape, from its parameters."""
-    y = jax.lax.dot_general(x, p["kernel"], (((x.ndim - 1,), (0,)), ((), ())))
-    return y + p["bias"] if "bias" in p else y
+    """`nn.Dense` over the last axis of `x`, any leading shape, from its parameters, through
+    `networks.dense`: autodiff's weight gradient over `[T, B, ...]` contracts two axes, which
+    XLA's CPU backend computes far more slowly than one product of rows."""
+    return dense(x, p["kernel"], p.get("bias"))
 
 
 class RecurrentTrunk(nn.Module):
