@@ -104,11 +104,14 @@ def test_the_replay_computes_flaxs_cell(cell):
 
 
 @pytest.mark.heavy
-def test_the_lstms_written_out_backward_pass_gives_jaxs_gradients():
+@pytest.mark.parametrize("forward", ["run", "recorded"])
+def test_the_lstms_written_out_backward_pass_gives_jaxs_gradients(forward):
     """The loss's LSTM (`agents/lstm.py`: the reverse loop carries only the state's gradient, the
     recurrent kernel's is one product after it) has the gradients JAX derives for flax's cell
     applied step by step: for every trunk parameter (the input side included) and the start
-    carries, across restarts, to float32 rounding."""
+    carries, across restarts, to float32 rounding. Also where its forward pass is the one
+    recorded while acting (`recorded`: the gates and carries of `step_with_gates`, stepped as the
+    rollout steps), which the update's first gradient step reads."""
     env = make_env("cartpole", hide_velocities=True)
     agent = RecurrentPPO(PPOConfig(**TINY, recurrent={"cell": "lstm", "size": 8}), env.observation_space, env.action_space)
     params = agent.init(jax.random.key(0)).params["trunk"]
@@ -127,8 +130,18 @@ def test_the_lstms_written_out_backward_pass_gives_jaxs_gradients():
         features = jax.lax.scan(lambda c, xs: flax_step(params, c, xs), start, (obs, reset))[1]
         return jax.numpy.sum(jax.numpy.sin(features) * weights)
 
+    def acting(params, carry, xs):
+        x, fresh = xs
+        carry = jax.tree.map(lambda z, c: jax.numpy.where(fresh[:, None], z, c), agent.init_carry(4), carry)
+        carry, _, gates = agent.trunk.step_with_gates(params, carry, x)
+        return carry, (gates, carry)
+
     def ours(params, start):
-        return jax.numpy.sum(jax.numpy.sin(agent.trunk.features(params, start, obs, reset)) * weights)
+        recorded = None
+        if forward == "recorded":  # recorded under these parameters, as the rollout records them
+            gates, after = jax.lax.stop_gradient(jax.lax.scan(lambda c, xs: acting(params, c, xs), start, (obs, reset))[1])
+            recorded = (jax.numpy.bool_(True), gates, after)
+        return jax.numpy.sum(jax.numpy.sin(agent.trunk.features(params, start, obs, reset, recorded)) * weights)
 
     expected = jax.jit(jax.value_and_grad(flax_loss, argnums=(0, 1)))(params, start)
     got = jax.jit(jax.value_and_grad(ours, argnums=(0, 1)))(params, start)
@@ -177,6 +190,52 @@ def test_the_update_reads_the_recorded_values_only_where_its_normaliser_did_not_
         assert_trees_equal(honest, misled)
     else:
         assert float(misled["loss/value"]) > float(honest["loss/value"]) + 1.0
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("mode, minibatches", [("next_step", 2), ("unroll_start", 1)])
+def test_the_first_gradient_step_reads_the_gates_the_rollout_recorded(mode, minibatches):
+    """The LSTM records its gate activations while acting, and the update's first gradient step
+    (the first epoch's first minibatch), whose parameters are the rollout's, reads them with the
+    carries each step left for its forward pass instead of running the cell again. On real
+    unrolls of cartpole, with restarts and episodes carried over between unrolls, 2 epochs of 2
+    minibatches (the first a shuffled half of the envs) or of 1: the update from the record equals the update that runs the cell (to float32
+    rounding), and corrupting the record changes it, so it is read. Where the update moves the
+    observation normaliser first, nothing is recorded."""
+    from ajax_tune.agents.base import Carries, Clock, reset_carry
+    from ajax_tune.envs import EpisodeWrapper
+    from ajax_tune.envs.wrappers import VecEnv
+    from ajax_tune.loop.rollout import make_collect
+
+    env = EpisodeWrapper(make_env("cartpole", hide_velocities=True), 7)
+    config = PPOConfig(**{**TINY, "num_minibatches": minibatches}, recurrent={"cell": "lstm", "size": 8})
+    agent = make_agent("ppo", config, env.observation_space, env.action_space)
+    normalising = PPOConfig(**TINY, recurrent={"cell": "lstm", "size": 8}, normalize_observations=True)
+    normalising = make_agent("ppo", normalising, env.observation_space, env.action_space)
+    assert agent.records_gates and not normalising.records_gates
+    envs, k = TINY["num_envs"], jax.random.split(jax.random.key(0), 8)
+    venv = VecEnv(env, envs)
+    collect = jax.jit(make_collect(agent, venv, mode))
+    state, carry = agent.init(k[0]), agent.init_carry(envs)
+    env_state = venv.reset(k[1], {k_: jax.numpy.asarray(v) for k_, v in env.validate_task({}).items()})
+    clock = Clock(jax.numpy.float32(0), jax.numpy.float32(1e6), 7)
+    update = jax.jit(lambda batch, carries: agent.update(state, batch, k[7], clock, carries=carries)[:2])
+    restarts = 0
+    for i in range(2):  # the second unroll starts mid-episode, from carried-over carries
+        fresh = env_state.episode.done
+        carry = reset_carry(agent, carry, fresh)
+        env_state = venv.reset_done(env_state, k[2 + i])
+        start = carry
+        env_state, carry, resets, batch, _ = collect(state, env_state, carry, fresh, k[4 + i])
+        carries = Carries(start=start, reset=resets)
+        assert batch.gates.shape == (TINY["unroll_length"], envs, 4 * 8)
+        from_record, from_cell = update(batch, carries), update(batch.replace(gates=None), carries)
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6), from_record, from_cell)
+        misled = update(batch.replace(gates=batch.gates * 0.5), carries)
+        moved = jax.tree.map(lambda a, b: float(jax.numpy.max(jax.numpy.abs(a - b))), misled[0].params, from_cell[0].params)
+        assert max(jax.tree.leaves(moved)) > 1e-4
+        restarts += int(resets.sum())
+    assert restarts > 0  # carries restarted (inside the unrolls, or at the second's start in unroll_start mode)
 
 
 @pytest.mark.parametrize("cell", ["gru", "lstm"])

@@ -65,3 +65,24 @@ def test_too_many_elements_for_a_packed_word_fall_back_to_jax(monkeypatch):
     monkeypatch.setattr(shuffle, "MAX_INDEX_BITS", 3)
     key = jax.random.key(5)
     np.testing.assert_array_equal(shuffle.permutation(key, 100), jax.random.permutation(key, 100))
+
+
+def test_ppo_shuffles_only_where_there_are_minibatches_to_shuffle():
+    """PPO's epochs draw a permutation of the batch each where it is cut into minibatches; with one
+    minibatch every step takes every item, so the order is the rollout's (a shuffle would only
+    reorder the sums), and the loss keys are drawn as before."""
+    import gymnasium
+
+    from ajax_tune.agents import PPOConfig, make_agent
+
+    space = gymnasium.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    actions = gymnasium.spaces.Discrete(2)
+    orders = {}
+    for minibatches in (1, 4):
+        agent = make_agent("ppo", PPOConfig(num_envs=8, num_minibatches=minibatches, update_epochs=3), space, actions)
+        perms, keys = agent._shuffles(jax.random.key(0), 64)
+        assert perms.shape == (3, 64) and keys.shape[:2] == (3, minibatches)
+        assert all(sorted(np.asarray(p).tolist()) == list(range(64)) for p in perms)
+        orders[minibatches] = np.asarray(perms)
+    np.testing.assert_array_equal(orders[1], np.tile(np.arange(64), (3, 1)))
+    assert not np.array_equal(orders[4][0], np.arange(64)) and not np.array_equal(orders[4][0], orders[4][1])

@@ -5,14 +5,18 @@ inside the reverse loop: one `[H, B] x [B, 4H]` product per step, added to a car
 sum. Here the reverse loop only carries the state's gradient back (one `[B, 4H] x [4H, H]`
 product per step) and records each step's gate gradients; the kernel's gradient is then one
 product over the whole unroll, `[H, T*B] x [T*B, 4H]`, of rows (`networks.weight_grad`; as an
-einsum over the two axes `t, b` XLA's CPU backend computes it more slowly). Every step is `cell`, the one the
-trunk acts and replays with (flax's `OptimizedLSTMCell` layout: gates i, f, g, o; the bias on
-the carry side); the gradients are JAX's to float32 rounding (`tests/test_recurrent_ppo.py`),
-only the order of the sums differs.
+einsum over the two axes `t, b` XLA's CPU backend computes it more slowly). The input side
+`x W_in` is computed for the whole unroll before the loop, and its gradients are two more
+products of rows after it. Every step is `cell`, the one the trunk acts and replays with
+(flax's `OptimizedLSTMCell` layout: gates i, f, g, o; the bias on the carry side); the gradients
+are JAX's to float32 rounding (`tests/test_recurrent_ppo.py`), only the order of the sums differs.
 
-`encoded` is the input side of every step, `x W_i`, computed outside the loop for the whole
-unroll (`RecurrentTrunk.encode`); its gradient is the gates' gradient, handed back to that
-product. A step where `reset` holds starts from zeros, the trunk's fresh carry.
+A step where `reset` holds starts from zeros, the trunk's fresh carry.
+
+The forward pass may also be one already computed with the same weights: the gate activations
+and carries the rollout recorded while acting (`recorded`). The update's first gradient step,
+whose parameters are the rollout's, reads them instead of running the cell again; the backward
+pass is the same.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from ajax_tune.agents.networks import weight_grad
 
 
 def _fresh(reset, x):
-    return jnp.where(reset[:, None], 0.0, x)
+    return jnp.where(reset[..., None], 0.0, x)
 
 
 def cell(kernel, bias, carry, encoded):
@@ -39,35 +43,53 @@ def cell(kernel, bias, carry, encoded):
     return (c, o * tanh_c), (i, f, g, o, tanh_c)
 
 
-def _forward(kernel, bias, start, encoded, reset):
+def _run(w_in, kernel, bias, start, x, reset):
     """Every step's output and what the backward pass reads: the carry it began from (after any
     reset), its gate activations and tanh of its cell state."""
+    encoded = jnp.dot(x.reshape(-1, x.shape[-1]), w_in).reshape(*x.shape[:-1], -1)
 
     def step(carry, xs):
-        x, r = xs
+        encoded, r = xs
         carry = (_fresh(r, carry[0]), _fresh(r, carry[1]))
-        new, activations = cell(kernel, bias, carry, x)
+        new, activations = cell(kernel, bias, carry, encoded)
         return new, (new[1], (*carry, *activations))
 
     _, (outputs, saved) = jax.lax.scan(step, start, (encoded, reset))
     return outputs, saved
 
 
+def _replayed(start, reset, gates, after):
+    """`_run`'s outputs from a record of it: the gate activations `[T, B, 4H]` and the carries
+    each step left (before any reset), from which the carries each began from follow."""
+    c_after, h_after = after
+    before = [_fresh(reset, jnp.concatenate([s[None], x[:-1]])) for s, x in zip(start, after)]
+    return h_after, (*before, *jnp.split(gates, 4, axis=-1), jnp.tanh(c_after))
+
+
+def _forward(w_in, kernel, bias, start, x, reset, recorded):
+    if recorded is None:
+        return _run(w_in, kernel, bias, start, x, reset)
+    use, gates, after = recorded
+    return jax.lax.cond(use, lambda: _replayed(start, reset, gates, after), lambda: _run(w_in, kernel, bias, start, x, reset))
+
+
 @jax.custom_vjp
-def lstm_features(kernel, bias, start, encoded, reset):
+def lstm_features(w_in, kernel, bias, start, x, reset, recorded=None):
     """The cell's outputs `[T, B, H]` over an unroll, from the `(c, h)` carries `start` ([B, H]
-    each), the recurrent `kernel` [H, 4H] and `bias` [4H], the input side `encoded` [T, B, 4H]
-    and where the carry restarts, `reset` [T, B]."""
-    return _forward(kernel, bias, start, encoded, reset)[0]
+    each), the inputs `x` [T, B, I] with the input kernel `w_in` [I, 4H], the recurrent `kernel`
+    [H, 4H] and `bias` [4H], and where the carry restarts, `reset` [T, B]. `recorded`: None, or
+    `(use, gates, after)`: where `use` holds, the gate activations `[T, B, 4H]` and the carries
+    `(c, h)` each step left, recorded under these weights, stand for the forward pass."""
+    return _forward(w_in, kernel, bias, start, x, reset, recorded)[0]
 
 
-def _features_fwd(kernel, bias, start, encoded, reset):
-    outputs, saved = _forward(kernel, bias, start, encoded, reset)
-    return outputs, (kernel, reset, saved)
+def _features_fwd(w_in, kernel, bias, start, x, reset, recorded):
+    outputs, saved = _forward(w_in, kernel, bias, start, x, reset, recorded)
+    return outputs, (w_in, kernel, x, reset, saved)
 
 
 def _features_bwd(residuals, d_outputs):
-    kernel, reset, saved = residuals
+    w_in, kernel, x, reset, saved = residuals
     kernel_t = kernel.T
 
     def step(d_carry, xs):
@@ -84,8 +106,10 @@ def _features_bwd(residuals, d_outputs):
 
     zeros = jnp.zeros_like(d_outputs[0])
     d_start, d_gates = jax.lax.scan(step, (zeros, zeros), (d_outputs, reset, saved), reverse=True)
-    h_rows, d_rows = saved[1].reshape(-1, kernel.shape[0]), d_gates.reshape(-1, kernel.shape[1])
-    return weight_grad(h_rows, d_rows), jnp.sum(d_rows, axis=0), d_start, d_gates, None
+    d_rows = d_gates.reshape(-1, kernel.shape[1])
+    x_rows, h_rows = x.reshape(-1, x.shape[-1]), saved[1].reshape(-1, kernel.shape[0])
+    d_x = jnp.dot(d_rows, w_in.T).reshape(x.shape)
+    return weight_grad(x_rows, d_rows), weight_grad(h_rows, d_rows), jnp.sum(d_rows, axis=0), d_start, d_x, None, None
 
 
 lstm_features.defvjp(_features_fwd, _features_bwd)

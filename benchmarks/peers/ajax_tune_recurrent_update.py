@@ -48,9 +48,19 @@ batch = PPOTransition(
 )
 carries = Carries(start=agent.init_carry(B), reset=jnp.concatenate([jnp.zeros((1, B), bool), (done | cut)[:-1]]))
 state = agent.init(jax.random.key(1))
-# What the rollout records while acting (each step's value and the carry it left), as it would have
-features, after = agent._replay(state.params["trunk"], carries.start, batch.obs, carries.reset)
-batch = batch.replace(value=agent._value(state.params["value"], features), after=after)
+
+
+def acting(carry, xs):
+    """One step as the rollout takes it: the carry fresh where an episode starts, then the cell."""
+    obs, fresh = xs
+    carry = jax.tree.map(lambda z, c: jnp.where(fresh[:, None], z, c), agent.init_carry(B), carry)
+    carry, features, gates = agent.trunk.step_with_gates(state.params["trunk"], carry, obs)
+    return carry, (agent._value(state.params["value"], features), carry, gates)
+
+
+# What the rollout records while acting: each step's value, the carry it left and the LSTM's gates
+_, (value, after, gates) = jax.lax.scan(acting, carries.start, (batch.obs, carries.reset))
+batch = batch.replace(value=value, after=after, gates=gates if agent.records_gates else None)
 clock = Clock(jnp.float32(0.0), jnp.float32(1e7), 250)  # the env's time limit, as the loop gives it
 forward = jax.jit(lambda s: agent.value_estimates(s, batch, clock, carries))
 # In a level algorithm's update the values come from the scores' forward pass, as maze_plr.py's

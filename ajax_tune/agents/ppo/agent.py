@@ -50,6 +50,7 @@ class PPOTransition:
     # What the recurrent form records while acting, so that nothing replays the unroll for them:
     value: Any = None  # the value of each step under the parameters that collected it
     after: Any = None  # the carry each step left (before any reset), for a successor of its own
+    gates: Any = None  # the LSTM's gate activations, for the update's first gradient step
 
 
 class PPO(AgentBase):
@@ -223,11 +224,14 @@ class PPO(AgentBase):
     def _shuffles(self, key, n: int):
         """Every epoch's permutation of `n` items and its minibatches' loss keys, drawn up front
         (one batched sort and gather rather than one per epoch). The keys are the ones a loop over
-        epochs would split, so the minibatches are the same."""
+        epochs would split, so the minibatches are the same. With one minibatch there is nothing
+        to shuffle (every step takes every item; only the order of its sums would change), and
+        the order is the rollout's."""
 
         def shuffle(k):
             k_perm, k_loss = jax.random.split(k)
-            return permutation(k_perm, n), jax.random.split(k_loss, self.config.num_minibatches)
+            order = permutation(k_perm, n) if self.config.num_minibatches > 1 else jnp.arange(n)
+            return order, jax.random.split(k_loss, self.config.num_minibatches)
 
         return jax.vmap(shuffle)(jax.random.split(key, self.config.update_epochs))
 

@@ -7,8 +7,10 @@ update replays each env's unroll from the carry it began with, restarting where 
 and backpropagates through the whole unroll. Minibatches are therefore whole envs' unrolls
 (`num_envs / num_minibatches` envs each) rather than shuffled steps. While acting, each step also
 records its value and the carry it left, so GAE and a level algorithm's scores read them rather
-than replaying the unroll once more. Everything else, the traced settings, the losses, GAE and
-the metrics, is PPO's.
+than replaying the unroll once more; the LSTM also records its gate activations (4 x size floats
+per env step), so the update's first gradient step, whose parameters are the rollout's, reads its
+forward pass instead of running the cell again. Everything else, the traced settings, the
+losses, GAE and the metrics, is PPO's.
 """
 
 from __future__ import annotations
@@ -67,18 +69,27 @@ class RecurrentTrunk(nn.Module):
         h = jnp.zeros((num_envs, self.size), jnp.float32)
         return h if self.cell == "gru" else (h, h)
 
-    def encode(self, params, obs):
-        """The carry-free part of a step, for observations of any leading shape."""
+    def inputs(self, params, obs):
+        """What the cell reads of observations of any leading shape: the encoder's features."""
         p = params["params"]
         if self.image_encoder is not None:
-            x = self.image_encoder.apply({"params": p["image_encoder"]}, obs)
-        else:
-            x = ACTIVATIONS[self.activation](_dense(p["Dense_0"], obs))
+            return self.image_encoder.apply({"params": p["image_encoder"]}, obs)
+        return ACTIVATIONS[self.activation](_dense(p["Dense_0"], obs))
+
+    def encode(self, params, obs):
+        """The carry-free part of a step, for observations of any leading shape: the cell's
+        input-side products of `inputs`."""
+        x, p = self.inputs(params, obs), params["params"]
         if self.cell == "gru":
             cell = p["GRUCell_0"]
             return tuple(_dense(cell[name], x) for name in ("ir", "iz", "in"))
-        cell = p["OptimizedLSTMCell_0"]
-        return _dense({"kernel": jnp.concatenate([cell[f"i{g}"]["kernel"] for g in "ifgo"], axis=-1)}, x)
+        return _dense({"kernel": self.input_kernel(params)}, x)
+
+    def input_kernel(self, params):
+        """The LSTM's input-side kernels side by side, gates i, f, g, o (no bias: flax's cell
+        has it on the carry side)."""
+        cell = params["params"]["OptimizedLSTMCell_0"]
+        return jnp.concatenate([cell[f"i{g}"]["kernel"] for g in "ifgo"], axis=-1)
 
     def recurrent_weights(self, params):
         """The cell's carry-side kernels side by side (one product per step) and their biases."""
@@ -109,14 +120,23 @@ class RecurrentTrunk(nn.Module):
         """`__call__` through `encode` and `advance`."""
         return self.advance(self.recurrent_weights(params), carry, self.encode(params, obs))
 
-    def features(self, params, start, obs, reset):
+    def step_with_gates(self, params, carry, obs):
+        """`step` of the LSTM, also returning its gate activations `[B, 4H]` (i, f, g, o): with
+        the carry the step left, all a loss's backward pass needs of the step (`features(recorded=)`)."""
+        kernel, bias = self.recurrent_weights(params)
+        carry, (i, f, g, o, _) = lstm_cell(kernel, bias, carry, self.encode(params, obs))
+        return carry, carry[1], jnp.concatenate([i, f, g, o], axis=-1)
+
+    def features(self, params, start, obs, reset, recorded=None):
         """The cell's outputs over `[T, B]` observations from the carries `start`, a fresh carry
         where `reset` holds: what a loss differentiates. The LSTM's backward pass is written out
-        (`agents/lstm.py`); the GRU's is JAX's."""
-        encoded = self.encode(params, obs)
+        (`agents/lstm.py`); the GRU's is JAX's. `recorded` (the LSTM's): `(use, gates, after)`,
+        the gate activations and carries `step_with_gates` gave under these parameters, which
+        stand for the forward pass where `use` holds."""
         if self.cell == "lstm":
-            return lstm_features(*self.recurrent_weights(params), start, encoded, reset)
-        return self.unroll(params, start, encoded, reset)[0]
+            weights = (self.input_kernel(params), *self.recurrent_weights(params))
+            return lstm_features(*weights, start, self.inputs(params, obs), reset, recorded)
+        return self.unroll(params, start, self.encode(params, obs), reset)[0]
 
     def unroll(self, params, start, encoded, reset):
         """The cell over `encode`'s output for `[T, B]` steps: each step's features and the carry
@@ -146,6 +166,10 @@ class RecurrentPPO(PPO, form="recurrent"):
         super().__init__(config, observation_space, action_space, image_shape)
         rec = config.recurrent
         self.trunk = RecurrentTrunk(rec.cell, rec.size, config.activation, make_encoder(config.encoder, image_shape))
+        # The LSTM records its gates while acting, and the update's first gradient step, whose
+        # parameters are the rollout's, reads them for its forward pass instead of running the
+        # cell again; not where the update moves the observation normaliser first (the inputs change).
+        self.records_gates = rec.cell == "lstm" and not config.normalize_observations
 
     # -- state ---------------------------------------------------------------------------
 
@@ -166,18 +190,23 @@ class RecurrentPPO(PPO, form="recurrent"):
     # -- acting --------------------------------------------------------------------------
 
     def act(self, state: PPOState, obs, key, deterministic: bool = False, *, carry):
-        carry, features = self.trunk.step(state.params["trunk"], carry, self.obs_norm(state.obs_norm, obs))
+        obs, gates = self.obs_norm(state.obs_norm, obs), None
+        if self.records_gates and not deterministic:
+            carry, features, gates = self.trunk.step_with_gates(state.params["trunk"], carry, obs)
+        else:
+            carry, features = self.trunk.step(state.params["trunk"], carry, obs)
         logits = self.policy.apply(state.params["policy"], features)
         if deterministic:
             return self.to_env(self.dist.mode(logits)), {}, carry
         raw = self.dist.sample_no_postprocessing(logits, key)
         # the value and the carry left, recorded while acting: the trunk has just computed them
         value = self._value(state.params["value"], features)
-        extras = {"raw_action": raw, "log_prob": self.dist.log_prob(logits, raw), "value": value, "after": carry}
+        extras = {"raw_action": raw, "log_prob": self.dist.log_prob(logits, raw), "value": value, "after": carry, "gates": gates}
         return self.to_env(self.dist.postprocess(raw)), extras, carry
 
     def transition(self, obs, action, extras, next_state) -> PPOTransition:
-        return super().transition(obs, action, extras, next_state).replace(value=extras["value"], after=extras["after"])
+        recorded = {k: extras[k] for k in ("value", "after", "gates")}
+        return super().transition(obs, action, extras, next_state).replace(**recorded)
 
     def _replay(self, trunk_params, start, obs, reset):
         """The cell over `[T, B]` normalised observations from the `[B]` carries `start`,
@@ -220,15 +249,25 @@ class RecurrentPPO(PPO, form="recurrent"):
         lr = clock.rate(hp.lr)
         per_minibatch = self.num_envs // cfg.num_minibatches
 
+        # The first gradient step's forward pass is the rollout's (the same parameters and
+        # inputs): its minibatch reads the gates and carries recorded while acting, where the
+        # LSTM recorded them; every later step runs the cell.
+        perms, loss_keys = self._shuffles(key, self.num_envs)
+        perms = perms.reshape(-1, per_minibatch)  # [epochs * minibatches, envs per minibatch]
+        by_env = lambda x, envs: jnp.moveaxis(x[:, envs], 1, 0)  # noqa: E731 ([T, B, ...] to [minibatches, T, envs, ...])
+        # (with one minibatch its envs are in the rollout's order, `_shuffles`: the record as it is)
+        first_envs = (lambda x: x) if cfg.num_minibatches == 1 else (lambda x: by_env(x, perms[:1])[0])  # noqa: E731
+        record = None if batch.gates is None else jax.tree.map(first_envs, (batch.gates, batch.after))
+
         def loss(params, minibatch, k):
-            start, steps = minibatch
-            features = self.trunk.features(params["trunk"], start, steps["obs"], steps["reset"])
+            start, steps, first = minibatch
+            recorded = None if record is None else (first, *record)
+            features = self.trunk.features(params["trunk"], start, steps["obs"], steps["reset"], recorded)
             logits = self.policy.apply(params["policy"], features)
             return clipped_objective(logits, lambda: self._value(params["value"], features), steps, hp, k, self.dist)
 
-        perms, loss_keys = self._shuffles(key, self.num_envs)
-        perms = perms.reshape(-1, per_minibatch)  # [epochs * minibatches, envs per minibatch]
         starts = jax.tree.map(lambda x: x[perms], carries.start)
-        steps_of = jax.tree.map(lambda x: jnp.moveaxis(x[:, perms], 1, 0), data)  # [minibatches, T, envs, ...]
-        state, metrics = self._minibatch_steps(state, loss, (starts, steps_of), loss_keys, lr, hp)
+        steps_of = jax.tree.map(lambda x: by_env(x, perms), data)
+        first = jnp.arange(perms.shape[0]) == 0
+        state, metrics = self._minibatch_steps(state, loss, (starts, steps_of, first), loss_keys, lr, hp)
         return state, metrics, signal
