@@ -2,7 +2,9 @@
 JaxUED's 13 x 13 maze observations (random, as the peer's worker draws them), LSTM 256, conv 16,
 heads of 32, one minibatch, `epochs` epochs; and the forward pass the level scores read
 (`value_estimates`: GAE over the values the rollout recorded, and the successors a time limit
-cut), which also gives the update its values. Settings: `agent` (the trial's agent section), `epochs`, `runs`.
+cut), which also gives the update its values. The batch holds what the rollout records while
+acting (values, carries, the LSTM's gates), stepped as the rollout steps. Settings: `agent` (the
+trial's agent section), `epochs`, `runs`.
 
 Prints one `RESULT {...}` line (protocol.py).
 """
