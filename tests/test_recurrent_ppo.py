@@ -199,9 +199,10 @@ def test_the_first_gradient_step_reads_the_gates_the_rollout_recorded(mode, mini
     (the first epoch's first minibatch), whose parameters are the rollout's, reads them with the
     carries each step left for its forward pass instead of running the cell again. On real
     unrolls of cartpole, with restarts and episodes carried over between unrolls, 2 epochs of 2
-    minibatches (the first a shuffled half of the envs) or of 1: the update from the record equals the update that runs the cell (to float32
-    rounding), and corrupting the record changes it, so it is read. Where the update moves the
-    observation normaliser first, nothing is recorded."""
+    minibatches (the first a shuffled half of the envs) or of 1: the update from the record
+    equals the update that runs the cell (to float32 rounding), and corrupting the record changes
+    it, so it is read. Where the update moves the observation normaliser first, nothing is
+    recorded."""
     from ajax_tune.agents.base import Carries, Clock, reset_carry
     from ajax_tune.envs import EpisodeWrapper
     from ajax_tune.envs.wrappers import VecEnv
