@@ -6,8 +6,8 @@ sum. Here the reverse loop only carries the state's gradient back (one `[B, 4H] 
 product per step) and records each step's gate gradients; the kernel's gradient is then one
 product over the whole unroll, `[H, T*B] x [T*B, 4H]`, of rows (`networks.weight_grad`; as an
 einsum over the two axes `t, b` XLA's CPU backend computes it more slowly). The input side
-`x W_in` is computed for the whole unroll before the loop, and its gradients are two more
-products of rows after it. Every step is `cell`, the one the trunk acts and replays with
+`x W_in` is computed for the whole unroll before the loop, and its gradients after it, both as
+`networks.dense` computes them. Every step is `cell`, the one the trunk acts and replays with
 (flax's `OptimizedLSTMCell` layout: gates i, f, g, o; the bias on the carry side); the gradients
 are JAX's to float32 rounding (`tests/test_recurrent_ppo.py`), only the order of the sums differs.
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ajax_tune.agents.networks import weight_grad
+from ajax_tune.agents.networks import dense, dense_grads, weight_grad
 
 
 def _fresh(reset, x):
@@ -46,7 +46,7 @@ def cell(kernel, bias, carry, encoded):
 def _run(w_in, kernel, bias, start, x, reset):
     """Every step's output and what the backward pass reads: the carry it began from (after any
     reset), its gate activations and tanh of its cell state."""
-    encoded = jnp.dot(x.reshape(-1, x.shape[-1]), w_in).reshape(*x.shape[:-1], -1)
+    encoded = dense(x, w_in)
 
     def step(carry, xs):
         encoded, r = xs
@@ -107,9 +107,9 @@ def _features_bwd(residuals, d_outputs):
     zeros = jnp.zeros_like(d_outputs[0])
     d_start, d_gates = jax.lax.scan(step, (zeros, zeros), (d_outputs, reset, saved), reverse=True)
     d_rows = d_gates.reshape(-1, kernel.shape[1])
-    x_rows, h_rows = x.reshape(-1, x.shape[-1]), saved[1].reshape(-1, kernel.shape[0])
-    d_x = jnp.dot(d_rows, w_in.T).reshape(x.shape)
-    return weight_grad(x_rows, d_rows), weight_grad(h_rows, d_rows), jnp.sum(d_rows, axis=0), d_start, d_x, None, None
+    d_kernel = weight_grad(saved[1].reshape(-1, kernel.shape[0]), d_rows)
+    d_x, d_w_in = dense_grads(x, w_in, d_gates)
+    return d_w_in, d_kernel, jnp.sum(d_rows, axis=0), d_start, d_x, None, None
 
 
 lstm_features.defvjp(_features_fwd, _features_bwd)

@@ -59,7 +59,7 @@ def _kernel_grad_cpu(x, g):
 @jax.custom_batching.custom_vmap
 def weight_grad(x, g):
     """`x^T g` for rows `x` [N, I] and `g` [N, O]: a layer's weight gradient, as the module's
-    docstring describes it for the CPU (the LSTM's recurrent kernel takes its gradient here too)."""
+    docstring describes it for the CPU (the LSTM's kernels take their gradients here too)."""
     return jax.lax.platform_dependent(x, g, cpu=_kernel_grad_cpu, default=_kernel_grad)
 
 
@@ -76,12 +76,18 @@ def _kernel_grad_batched(axis_size, in_batched, x, g):
     return jnp.einsum("sbi,sbo->sio", x, g), True
 
 
+def dense_grads(x, kernel, g):
+    """The gradients `(d_x, d_kernel)` of `x @ kernel` (any leading shape) for the gradient `g`
+    of its output: `dense`'s, also for a product whose backward pass is written out elsewhere
+    (the LSTM's input side, `agents/lstm.py`)."""
+    d_x = jax.lax.dot_general(g, kernel, (((g.ndim - 1,), (1,)), ((), ())))
+    return d_x, weight_grad(x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1]))
+
+
 def _dense_bwd(res, g):
     x, kernel, no_bias = res
-    x_rows, g_rows = x.reshape(-1, x.shape[-1]), g.reshape(-1, g.shape[-1])
-    d_kernel = weight_grad(x_rows, g_rows)
-    d_x = jax.lax.dot_general(g, kernel, (((g.ndim - 1,), (1,)), ((), ())))
-    return d_x, d_kernel, None if no_bias else jnp.sum(g_rows, axis=0)
+    d_x, d_kernel = dense_grads(x, kernel, g)
+    return d_x, d_kernel, None if no_bias else jnp.sum(g.reshape(-1, g.shape[-1]), axis=0)
 
 
 dense.defvjp(_dense_fwd, _dense_bwd)
